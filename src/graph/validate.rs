@@ -1,0 +1,148 @@
+//! Structural validation of a graph: every wire defined once and used after definition, outputs typed, no cycle.
+
+use super::Graph;
+use std::collections::HashSet;
+
+/// What is wrong with a graph's structure. Each variant names the value and node concerned.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum GraphError {
+    #[error("value '{value}' is defined twice (again by node '{node}')")]
+    Redefined { value: String, node: String },
+    #[error("node '{node}' reads '{value}', which no graph input, initializer or node defines")]
+    Undefined { value: String, node: String },
+    #[error("graph output '{value}' is not defined")]
+    OutputUndefined { value: String },
+    #[error("graph {role} '{value}' has no type")]
+    MissingType { value: String, role: &'static str },
+    #[error("graph input '{value}' is listed twice")]
+    DuplicateInput { value: String },
+    #[error("the graph has a cycle through node '{node}'")]
+    Cycle { node: String },
+    #[error("the graph has no outputs")]
+    NoOutputs,
+}
+
+impl Graph {
+    /// Checks the structure; the first problem found is returned.
+    pub fn validate(&self) -> Result<(), GraphError> {
+        let mut seen = HashSet::new();
+        for i in &self.inputs {
+            if !seen.insert(i.as_str()) {
+                return Err(GraphError::DuplicateInput { value: i.clone() });
+            }
+            if !self.types.contains_key(i) {
+                return Err(GraphError::MissingType { value: i.clone(), role: "input" });
+            }
+        }
+        if self.outputs.is_empty() {
+            return Err(GraphError::NoOutputs);
+        }
+        let order = self.topo_order()?;
+        for id in order {
+            let node = self.node(id);
+            for inp in node.inputs.iter().filter(|i| !i.is_empty()) {
+                if !self.is_defined(inp) {
+                    return Err(GraphError::Undefined { value: inp.clone(), node: node.name.clone() });
+                }
+            }
+        }
+        for o in &self.outputs {
+            if !self.is_defined(o) {
+                return Err(GraphError::OutputUndefined { value: o.clone() });
+            }
+            if !self.types.contains_key(o) {
+                return Err(GraphError::MissingType { value: o.clone(), role: "output" });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{DType, Node, OpId, TensorType};
+
+    fn relu(name: &str, x: &str, y: &str) -> Node {
+        Node::new(name, OpId::onnx("Relu"), vec![x.into()], vec![y.into()])
+    }
+
+    fn base() -> Graph {
+        let mut g = Graph::new("g");
+        g.add_input("x", TensorType::new(DType::F32, &[2]));
+        g
+    }
+
+    #[test]
+    fn a_valid_chain_passes() {
+        let mut g = base();
+        g.add_node(relu("a", "x", "y")).unwrap();
+        g.add_node(relu("b", "y", "z")).unwrap();
+        g.add_output("z", TensorType::new(DType::F32, &[2]));
+        assert_eq!(g.validate(), Ok(()));
+        let names: Vec<_> = g.nodes_in_order().unwrap().iter().map(|n| n.name.clone()).collect();
+        assert_eq!(names, ["a", "b"]);
+    }
+
+    #[test]
+    fn undefined_input_names_the_node() {
+        let mut g = base();
+        g.add_node(relu("a", "nope", "y")).unwrap();
+        g.add_output("y", TensorType::new(DType::F32, &[2]));
+        assert_eq!(g.validate(), Err(GraphError::Undefined { value: "nope".into(), node: "a".into() }));
+    }
+
+    #[test]
+    fn redefinition_is_refused() {
+        let mut g = base();
+        g.add_node(relu("a", "x", "y")).unwrap();
+        let err = g.add_node(relu("b", "x", "y")).unwrap_err();
+        assert_eq!(err, GraphError::Redefined { value: "y".into(), node: "b".into() });
+        assert!(g.add_node(relu("c", "x", "x")).is_err(), "a graph input cannot be redefined");
+    }
+
+    #[test]
+    fn missing_output_and_types_are_reported() {
+        let mut g = base();
+        g.add_output("q", TensorType::new(DType::F32, &[2]));
+        assert_eq!(g.validate(), Err(GraphError::OutputUndefined { value: "q".into() }));
+        let mut g = base();
+        g.add_node(relu("a", "x", "y")).unwrap();
+        g.outputs.push("y".into());
+        assert_eq!(g.validate(), Err(GraphError::MissingType { value: "y".into(), role: "output" }));
+        assert_eq!(Graph::new("e").validate(), Err(GraphError::NoOutputs));
+    }
+
+    #[test]
+    fn a_cycle_made_by_rewiring_is_detected() {
+        let mut g = base();
+        let a = g.add_node(relu("a", "x", "y")).unwrap();
+        g.add_node(relu("b", "y", "z")).unwrap();
+        g.add_output("z", TensorType::new(DType::F32, &[2]));
+        g.set_input(a, 0, "z");
+        assert!(matches!(g.validate(), Err(GraphError::Cycle { .. })));
+    }
+
+    #[test]
+    fn removing_a_node_leaves_its_readers_undefined() {
+        let mut g = base();
+        let a = g.add_node(relu("a", "x", "y")).unwrap();
+        g.add_node(relu("b", "y", "z")).unwrap();
+        g.add_output("z", TensorType::new(DType::F32, &[2]));
+        g.remove_node(a).unwrap();
+        assert_eq!(g.validate(), Err(GraphError::Undefined { value: "y".into(), node: "b".into() }));
+        assert_eq!(g.consumers("y").len(), 1);
+    }
+
+    #[test]
+    fn topo_order_follows_dependencies_not_insertion() {
+        let mut g = base();
+        let a = g.add_node(relu("a", "x", "y")).unwrap();
+        g.add_node(relu("b", "x", "w")).unwrap();
+        // rewire a to read b's output: a must now come after b
+        g.set_input(a, 0, "w");
+        g.add_output("y", TensorType::new(DType::F32, &[2]));
+        let names: Vec<_> = g.nodes_in_order().unwrap().iter().map(|n| n.name.clone()).collect();
+        assert_eq!(names, ["b", "a"]);
+    }
+}

@@ -1,0 +1,13 @@
+//! oatest: optimization-aware test generation for deep-learning compiler optimizers.
+//! Data moves one way: extract → synthesize → run → judge → triage.
+
+/// `reject!("...")` returns a [`ops::Reject`] with a formatted message.
+macro_rules! reject {
+    ($($t:tt)*) => { return Err($crate::ops::Reject(format!($($t)*))) };
+}
+
+pub mod cli;
+pub mod graph;
+pub mod ops;
+pub mod seedgen;
+pub mod util;

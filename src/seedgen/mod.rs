@@ -1,0 +1,1 @@
+//! Random seed graphs, valid by construction.
