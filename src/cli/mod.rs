@@ -1,10 +1,58 @@
-//! Command-line interface.
-use clap::Parser;
+//! Command-line interface: clap definitions, one small file per subcommand, each parsed once into a validated
+//! configuration that calls the library.
+
+mod check;
+mod convert;
+mod ops;
+mod seeds;
+
+use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "oatest", version, about)]
-pub struct Cli {}
+#[command(name = "oatest", version, about = "Optimization-aware fuzzing of deep-learning compiler optimizers")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
 
-pub fn run(_cli: Cli) -> anyhow::Result<()> {
-    Ok(())
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Seed graphs: generate random valid ONNX models.
+    #[command(subcommand)]
+    Seeds(seeds::SeedsCmd),
+    /// The operator catalog: list it, or write single-op models to check its inference against a runtime.
+    #[command(subcommand)]
+    Ops(ops::OpsCmd),
+    /// Import ONNX models, validate their structure and type-check them against the op catalog.
+    Check(check::CheckArgs),
+    /// Import and re-export models through oatest's IR (normalizes them; shows what oatest reads).
+    Convert(convert::ConvertArgs),
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Seeds(c) => seeds::run(c),
+        Command::Ops(c) => ops::run(c),
+        Command::Check(c) => check::run(c),
+        Command::Convert(c) => convert::run(c),
+    }
+}
+
+/// Export settings shared by the commands that write models.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ExportArgs {
+    /// ai.onnx opset version written into models (the op specs follow opset 18+ signatures).
+    #[arg(long, default_value_t = crate::graph::DEFAULT_OPSET)]
+    pub opset: i64,
+    /// ONNX IR version written into models (9 loads in every ONNX Runtime from 1.17 on).
+    #[arg(long, default_value_t = crate::graph::DEFAULT_IR_VERSION)]
+    pub ir_version: i64,
+}
+
+impl ExportArgs {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!((18..=26).contains(&self.opset), "--opset {} is outside 18..=26 (the catalog follows opset 18+ signatures)", self.opset);
+        anyhow::ensure!((8..=13).contains(&self.ir_version), "--ir-version {} is outside 8..=13", self.ir_version);
+        Ok(())
+    }
 }

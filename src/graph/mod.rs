@@ -15,3 +15,6 @@ pub use node::{Attr, Attrs, Node, OpId};
 pub use tensor::{Tensor, TensorData};
 pub use types::{Dim, TensorType, ValueType};
 pub use validate::GraphError;
+
+#[cfg(test)]
+mod tests;

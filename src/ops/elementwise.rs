@@ -2,7 +2,7 @@
 //! Dtype lists are what ONNX Runtime 1.31's CPU provider runs (docs/ort-cpu-dtypes.tsv), not the full spec.
 
 use super::draft::{random_dims, random_type};
-use super::{attr_float, broadcast, check_dtype, dims_of, input, Arity, Draft, Fact, OpSpec, Proposal, Reject, Rng};
+use super::{broadcast, check_dtype, dims_of, input, Arity, Draft, Fact, OpSpec, Proposal, Reject, Rng};
 use crate::graph::{Attr, Attrs, DType, Tensor, TensorType};
 use rand::Rng as _;
 

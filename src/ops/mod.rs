@@ -12,7 +12,7 @@ mod shape;
 #[cfg(test)]
 pub(crate) mod testutil;
 
-pub use draft::{Draft, Proposal, Value};
+pub use draft::{random_dims, random_tensor, random_type, Draft, Limits, Proposal, Value};
 
 use crate::graph::{Attr, Attrs, DType, Graph, Node, Tensor, TensorType};
 use rand_chacha::ChaCha8Rng;

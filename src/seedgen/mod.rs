@@ -1,1 +1,172 @@
-//! Random seed graphs, valid by construction.
+//! Random seed graphs, valid by construction: forward construction from the op catalog with rollback
+//! (NNSmith / MLIRSmith style). Every proposal is sampled by its spec, inferred, size-checked, and only then
+//! applied; a rejected proposal leaves no trace.
+
+use crate::graph::{DType, Graph, Model, Node, OpId, Tensor, TensorType};
+use crate::ops::{infer_node, random_type, registry, Draft, Fact, Limits, OpSpec, Proposal, Rng, Value};
+use rand::{Rng as _, SeedableRng};
+use std::collections::{HashMap, HashSet};
+
+/// What to generate.
+#[derive(Clone, Debug)]
+pub struct SeedConfig {
+    pub min_nodes: usize,
+    pub max_nodes: usize,
+    pub limits: Limits,
+    pub ir_version: i64,
+    pub opset: i64,
+}
+
+impl Default for SeedConfig {
+    fn default() -> Self {
+        SeedConfig {
+            min_nodes: 3,
+            max_nodes: 10,
+            limits: Limits::default(),
+            ir_version: crate::graph::DEFAULT_IR_VERSION,
+            opset: crate::graph::DEFAULT_OPSET,
+        }
+    }
+}
+
+/// dtypes of the first graph inputs (float32 most often).
+const INPUT_DTYPES: &[DType] =
+    &[DType::F32, DType::F32, DType::F32, DType::F64, DType::F16, DType::I8, DType::U8, DType::I32, DType::I64, DType::Bool];
+
+/// The rng of test `index` in a campaign with seed `seed`: independent streams, so any one test regenerates alone.
+pub fn rng_for(seed: u64, index: u64) -> Rng {
+    let mut r = Rng::seed_from_u64(seed);
+    r.set_stream(index);
+    r
+}
+
+/// A graph under construction.
+struct Builder {
+    values: Vec<Value>,
+    consts: HashMap<String, Tensor>,
+    inputs: Vec<Value>,
+    nodes: Vec<Node>,
+    /// Node outputs, in creation order.
+    produced: Vec<Value>,
+    counter: u64,
+    limits: Limits,
+}
+
+impl Builder {
+    fn new(limits: Limits) -> Builder {
+        Builder { values: Vec::new(), consts: HashMap::new(), inputs: Vec::new(), nodes: Vec::new(), produced: Vec::new(), counter: 0, limits }
+    }
+
+    /// Samples one node of `spec`; applies it only if it infers and stays small.
+    fn try_add(&mut self, spec: &dyn OpSpec, rng: &mut Rng) -> bool {
+        let mut draft = Draft::new(&self.values, &self.consts, self.limits, &mut self.counter);
+        let Ok(p) = spec.sample(&mut draft, rng) else { return false };
+        let Some(out) = infer_proposal(spec, &draft, &p) else { return false };
+        if out.iter().any(|t| t.numel().is_none_or(|n| n == 0 || n > self.limits.max_elems)) {
+            return false;
+        }
+        let (new_consts, new_inputs) = (draft.new_consts, draft.new_inputs);
+        self.consts.extend(new_consts.iter().cloned());
+        self.values.extend(new_consts.into_iter().map(|(name, t)| Value { name, ty: t.ty() }));
+        self.values.extend(new_inputs.iter().cloned());
+        self.inputs.extend(new_inputs);
+        let k = self.nodes.len();
+        let outputs: Vec<String> = (0..out.len()).map(|i| format!("t{k}_{i}")).collect();
+        let mut node = Node::new(format!("n{k}_{}", spec.name()), OpId { domain: spec.domain().into(), name: spec.name().into() }, p.inputs, outputs.clone());
+        node.attrs = p.attrs;
+        self.nodes.push(node);
+        let outs: Vec<Value> = outputs.into_iter().zip(out).map(|(name, ty)| Value { name, ty }).collect();
+        self.values.extend(outs.iter().cloned());
+        self.produced.extend(outs);
+        true
+    }
+
+    /// The finished model: unconsumed node outputs (and sometimes a consumed one) become graph outputs;
+    /// unused inputs and constants are dropped.
+    fn finish(self, rng: &mut Rng, cfg: &SeedConfig) -> Option<Model> {
+        let used: HashSet<String> = self.nodes.iter().flat_map(|n| n.inputs.iter().cloned()).collect();
+        let produced: Vec<&Value> = self.produced.iter().collect();
+        let mut outputs: Vec<&Value> =
+            produced.iter().copied().filter(|v| !used.contains(v.name.as_str()) || rng.random_bool(0.1)).collect();
+        if outputs.is_empty() {
+            outputs.push(produced.last()?);
+        }
+        let mut g = Graph::new("oatest_seed");
+        for v in self.inputs.iter().filter(|v| used.contains(v.name.as_str())) {
+            g.add_input(&v.name, v.ty.clone());
+        }
+        let mut consts: Vec<(&String, &Tensor)> = self.consts.iter().filter(|(n, _)| used.contains(n.as_str())).collect();
+        consts.sort_by_key(|(n, _)| n[1..].parse::<u64>().unwrap_or(0));
+        for (n, t) in consts {
+            g.add_initializer(n, t.clone());
+        }
+        for node in self.nodes {
+            g.add_node(node).ok()?;
+        }
+        let out_names: HashSet<&str> = outputs.iter().map(|v| v.name.as_str()).collect();
+        for v in &produced {
+            if !out_names.contains(v.name.as_str()) && used.contains(v.name.as_str()) {
+                g.types.insert(v.name.clone(), v.ty.clone().into());
+            }
+        }
+        for v in outputs {
+            g.add_output(&v.name, v.ty.clone());
+        }
+        let mut m = Model::new(g);
+        m.ir_version = cfg.ir_version;
+        m.opsets.insert(String::new(), cfg.opset);
+        Some(m)
+    }
+}
+
+fn infer_proposal(spec: &dyn OpSpec, draft: &Draft, p: &Proposal) -> Option<Vec<TensorType>> {
+    let facts: Option<Vec<Option<Fact>>> =
+        p.inputs.iter().map(|i| if i.is_empty() { Some(None) } else { draft.fact(i).map(Some) }).collect();
+    infer_node(spec, &facts?, &p.attrs, p.outputs).ok()
+}
+
+/// One random seed graph. Deterministic in (`seed`, `index`).
+pub fn generate(seed: u64, index: u64, cfg: &SeedConfig) -> Model {
+    let mut rng = rng_for(seed, index);
+    loop {
+        if let Some(m) = attempt(&mut rng, cfg) {
+            return m;
+        }
+    }
+}
+
+fn attempt(rng: &mut Rng, cfg: &SeedConfig) -> Option<Model> {
+    let reg = registry();
+    let target = rng.random_range(cfg.min_nodes..=cfg.max_nodes.max(cfg.min_nodes));
+    let mut b = Builder::new(cfg.limits);
+    for _ in 0..rng.random_range(1..=2) {
+        let dtype = INPUT_DTYPES[rng.random_range(0..INPUT_DTYPES.len())];
+        let ty = random_type(rng, &[dtype], 0..=4, cfg.limits.max_elems);
+        b.counter += 1;
+        let v = Value { name: format!("x{}", b.counter), ty };
+        b.values.push(v.clone());
+        b.inputs.push(v);
+    }
+    let mut tries = 0;
+    while b.nodes.len() < target && tries < target * 30 {
+        tries += 1;
+        let spec = reg[rng.random_range(0..reg.len())].as_ref();
+        b.try_add(spec, rng);
+    }
+    if b.nodes.is_empty() {
+        return None;
+    }
+    b.finish(rng, cfg)
+}
+
+/// A model with a single node of `spec` whose inputs are all fresh graph inputs or constants; `None` if the
+/// spec rejected every attempt. Used to check each spec's inference against a real runtime.
+pub fn single_op(spec: &dyn OpSpec, rng: &mut Rng, cfg: &SeedConfig) -> Option<Model> {
+    for _ in 0..50 {
+        let mut b = Builder::new(Limits { fresh_input: 1.0, ..cfg.limits });
+        if b.try_add(spec, rng) {
+            return b.finish(rng, cfg);
+        }
+    }
+    None
+}
