@@ -17,3 +17,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     tmp.persist(path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
+
+/// `path` itself if it is a file, else every `*.onnx` below it (sorted).
+pub fn onnx_files(path: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))? {
+            let p = e?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "onnx") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}

@@ -65,10 +65,10 @@ def test_same_seed_gives_identical_bytes_and_other_seeds_differ(oatest, tmp_path
 
 
 def test_opset_and_ir_version_are_configurable(oatest, tmp_path):
-    oatest("seeds", "gen", "--count", 5, "--seed", 1, "--opset", 18, "--ir-version", 8, "--out", tmp_path)
+    oatest("seeds", "gen", "--count", 5, "--seed", 1, "--opset", 21, "--ir-version", 10, "--out", tmp_path)
     for f in tmp_path.glob("*.onnx"):
         m = onnx.load(str(f))
-        assert m.ir_version == 8 and m.opset_import[0].version == 18
+        assert m.ir_version == 10 and m.opset_import[0].version == 21
         assert ortcheck.check_one(f) is None
     bad = oatest("seeds", "gen", "--count", 1, "--opset", 12, "--out", tmp_path / "x", check=False)
     assert bad.returncode == 2 and "--opset 12" in bad.stderr

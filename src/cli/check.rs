@@ -23,7 +23,9 @@ pub fn run(a: CheckArgs) -> anyhow::Result<()> {
             Ok(m)
         });
         match res {
-            Ok(m) => println!("ok {} ({} nodes, opset {})", path.display(), m.graph.node_count(), onnx::describe_opsets(&m)),
+            Ok(m) => {
+                println!("ok {} ({} nodes, opset {})", path.display(), m.graph.node_count(), onnx::describe_opsets(&m))
+            }
             Err(e) => {
                 failed += 1;
                 eprintln!("error: {e:#}");

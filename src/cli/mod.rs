@@ -41,7 +41,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 /// Export settings shared by the commands that write models.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ExportArgs {
-    /// ai.onnx opset version written into models (the op specs follow opset 18+ signatures).
+    /// ai.onnx opset version written into models (20..=26: the op specs follow opset-20 signatures).
     #[arg(long, default_value_t = crate::graph::DEFAULT_OPSET)]
     pub opset: i64,
     /// ONNX IR version written into models (9 loads in every ONNX Runtime from 1.17 on).
@@ -51,7 +51,11 @@ pub struct ExportArgs {
 
 impl ExportArgs {
     pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!((18..=26).contains(&self.opset), "--opset {} is outside 18..=26 (the catalog follows opset 18+ signatures)", self.opset);
+        anyhow::ensure!(
+            (18..=26).contains(&self.opset),
+            "--opset {} is outside 18..=26 (the catalog follows opset 18+ signatures)",
+            self.opset
+        );
         anyhow::ensure!((8..=13).contains(&self.ir_version), "--ir-version {} is outside 8..=13", self.ir_version);
         Ok(())
     }

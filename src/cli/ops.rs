@@ -50,7 +50,17 @@ struct OutputType {
 pub fn run(cmd: OpsCmd) -> anyhow::Result<()> {
     match cmd {
         OpsCmd::List { json } => {
-            let names: Vec<String> = registry().iter().map(|s| if s.domain().is_empty() { s.name().to_string() } else { format!("{}::{}", s.domain(), s.name()) }).collect();
+            let names: Vec<String> =
+                registry()
+                    .iter()
+                    .map(|s| {
+                        if s.domain().is_empty() {
+                            s.name().to_string()
+                        } else {
+                            format!("{}::{}", s.domain(), s.name())
+                        }
+                    })
+                    .collect();
             if json {
                 println!("{}", serde_json::to_string(&names)?);
             } else {

@@ -40,7 +40,12 @@ impl GenArgs {
     fn config(&self) -> anyhow::Result<SeedConfig> {
         self.export.validate()?;
         anyhow::ensure!(self.max_nodes >= 1, "--max-nodes must be at least 1");
-        anyhow::ensure!(self.min_nodes <= self.max_nodes, "--min-nodes {} exceeds --max-nodes {}", self.min_nodes, self.max_nodes);
+        anyhow::ensure!(
+            self.min_nodes <= self.max_nodes,
+            "--min-nodes {} exceeds --max-nodes {}",
+            self.min_nodes,
+            self.max_nodes
+        );
         anyhow::ensure!(self.max_elems >= 16, "--max-elems must be at least 16");
         let mut cfg = SeedConfig { min_nodes: self.min_nodes.max(1), max_nodes: self.max_nodes, ..Default::default() };
         cfg.limits.max_elems = self.max_elems;
@@ -77,6 +82,12 @@ fn gen(a: GenArgs) -> anyhow::Result<()> {
         workers.into_iter().try_for_each(|w| w.join().expect("seed generator thread panicked"))
     })?;
     let secs = start.elapsed().as_secs_f64();
-    eprintln!("wrote {} seeds to {} in {:.2}s ({:.0} seeds/s)", a.count, a.out.display(), secs, a.count as f64 / secs.max(1e-9));
+    eprintln!(
+        "wrote {} seeds to {} in {:.2}s ({:.0} seeds/s)",
+        a.count,
+        a.out.display(),
+        secs,
+        a.count as f64 / secs.max(1e-9)
+    );
     Ok(())
 }

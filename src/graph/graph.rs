@@ -149,7 +149,9 @@ impl Graph {
 
     /// Whether `value` is a graph input, an initializer or a node output.
     pub fn is_defined(&self, value: &str) -> bool {
-        self.producers.contains_key(value) || self.inputs.iter().any(|i| i == value) || self.initializers.contains_key(value)
+        self.producers.contains_key(value)
+            || self.inputs.iter().any(|i| i == value)
+            || self.initializers.contains_key(value)
     }
 
     /// The declared tensor type of a value, or an initializer's own type.

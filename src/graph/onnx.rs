@@ -377,6 +377,7 @@ pub fn decode_tensor(bytes: &[u8]) -> Result<(String, Tensor), OnnxError> {
 
 /// Opset versions by domain, for messages.
 pub fn describe_opsets(m: &Model) -> String {
-    let v: BTreeMap<&str, i64> = m.opsets.iter().map(|(d, v)| (if d.is_empty() { "ai.onnx" } else { d.as_str() }, *v)).collect();
+    let v: BTreeMap<&str, i64> =
+        m.opsets.iter().map(|(d, v)| (if d.is_empty() { "ai.onnx" } else { d.as_str() }, *v)).collect();
     v.iter().map(|(d, v)| format!("{d}:{v}")).collect::<Vec<_>>().join(",")
 }

@@ -20,19 +20,33 @@ fn generated_seeds_round_trip_to_identical_bytes() {
 #[test]
 fn attributes_symbolic_dims_and_opaque_types_survive() {
     let mut g = Graph::new("g");
-    g.add_input("x", TensorType { dtype: DType::F32, shape: Some(vec![Dim::Sym("N".into()), Dim::Fixed(3), Dim::Sym(String::new())]) });
+    g.add_input(
+        "x",
+        TensorType {
+            dtype: DType::F32,
+            shape: Some(vec![Dim::Sym("N".into()), Dim::Fixed(3), Dim::Sym(String::new())]),
+        },
+    );
     g.add_input("u", TensorType { dtype: DType::BF16, shape: None });
-    let n = Node::new("n", OpId { domain: "com.example".into(), name: "Custom".into() }, vec!["x".into(), "".into()], vec!["y".into()])
-        .with_attr("i", Attr::Int(-3))
-        .with_attr("f", Attr::Float(0.25))
-        .with_attr("s", Attr::str("hello"))
-        .with_attr("is", Attr::Ints(vec![1, 2]))
-        .with_attr("fs", Attr::Floats(vec![1.5]))
-        .with_attr("ss", Attr::Strings(vec![b"a".to_vec()]))
-        .with_attr("t", Attr::Tensor(Tensor::from_i64(&[2], &[7, 8])));
+    let n = Node::new(
+        "n",
+        OpId { domain: "com.example".into(), name: "Custom".into() },
+        vec!["x".into(), "".into()],
+        vec!["y".into()],
+    )
+    .with_attr("i", Attr::Int(-3))
+    .with_attr("f", Attr::Float(0.25))
+    .with_attr("s", Attr::str("hello"))
+    .with_attr("is", Attr::Ints(vec![1, 2]))
+    .with_attr("fs", Attr::Floats(vec![1.5]))
+    .with_attr("ss", Attr::Strings(vec![b"a".to_vec()]))
+    .with_attr("t", Attr::Tensor(Tensor::from_i64(&[2], &[7, 8])));
     g.add_node(n).unwrap();
     g.add_output("y", TensorType::new(DType::F64, &[]));
-    g.add_initializer("w", Tensor { dtype: DType::Str, dims: vec![2], data: TensorData::Strings(vec![b"p".to_vec(), b"q".to_vec()]) });
+    g.add_initializer(
+        "w",
+        Tensor { dtype: DType::Str, dims: vec![2], data: TensorData::Strings(vec![b"p".to_vec(), b"q".to_vec()]) },
+    );
     let mut m = Model::new(g);
     m.opsets.insert("com.example".into(), 1);
     m.metadata.push(("k".into(), "v".into()));

@@ -54,7 +54,12 @@ pub struct Draft<'a> {
 }
 
 impl<'a> Draft<'a> {
-    pub fn new(values: &'a [Value], consts: &'a HashMap<String, Tensor>, limits: Limits, counter: &'a mut u64) -> Draft<'a> {
+    pub fn new(
+        values: &'a [Value],
+        consts: &'a HashMap<String, Tensor>,
+        limits: Limits,
+        counter: &'a mut u64,
+    ) -> Draft<'a> {
         Draft { values, consts, limits, counter, new_consts: Vec::new(), new_inputs: Vec::new() }
     }
 
@@ -69,7 +74,11 @@ impl<'a> Draft<'a> {
         if ok.is_empty() {
             return None;
         }
-        let i = if rng.random_bool(0.5) { ok.len() - 1 - rng.random_range(0..ok.len().min(3)) } else { rng.random_range(0..ok.len()) };
+        let i = if rng.random_bool(0.5) {
+            ok.len() - 1 - rng.random_range(0..ok.len().min(3))
+        } else {
+            rng.random_range(0..ok.len())
+        };
         Some(ok[i].clone())
     }
 
@@ -123,7 +132,11 @@ impl<'a> Draft<'a> {
         if let Some(t) = self.consts.get(name) {
             return Some(Fact { ty: t.ty(), value: Some(t) });
         }
-        self.values.iter().chain(&self.new_inputs).find(|v| v.name == name).map(|v| Fact { ty: v.ty.clone(), value: None })
+        self.values
+            .iter()
+            .chain(&self.new_inputs)
+            .find(|v| v.name == name)
+            .map(|v| Fact { ty: v.ty.clone(), value: None })
     }
 }
 
@@ -160,7 +173,12 @@ pub fn random_dims(rng: &mut Rng, rank: usize, max_dim: usize, max_elems: usize)
 }
 
 /// A random tensor type: a dtype from `dtypes` (float32 preferred when allowed), a rank in `ranks`.
-pub fn random_type(rng: &mut Rng, dtypes: &[DType], ranks: std::ops::RangeInclusive<usize>, max_elems: usize) -> TensorType {
+pub fn random_type(
+    rng: &mut Rng,
+    dtypes: &[DType],
+    ranks: std::ops::RangeInclusive<usize>,
+    max_elems: usize,
+) -> TensorType {
     let dtype = if dtypes.contains(&DType::F32) && rng.random_bool(0.5) {
         DType::F32
     } else {

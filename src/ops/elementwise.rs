@@ -49,7 +49,11 @@ impl OpSpec for Unary {
     }
     fn sample(&self, d: &mut Draft, rng: &mut Rng) -> Result<Proposal, Reject> {
         let max = d.limits.max_elems;
-        let x = d.pick_or_input(rng, |t| self.dtypes.contains(&t.dtype), |r| Some(random_type(r, self.dtypes, 0..=5, max)))?;
+        let x = d.pick_or_input(
+            rng,
+            |t| self.dtypes.contains(&t.dtype),
+            |r| Some(random_type(r, self.dtypes, 0..=5, max)),
+        )?;
         let mut attrs = Attrs::new();
         match self.params {
             Params::None => {}
@@ -121,11 +125,18 @@ impl OpSpec for Binary {
     }
     fn sample(&self, d: &mut Draft, rng: &mut Rng) -> Result<Proposal, Reject> {
         let max = d.limits.max_elems;
-        let a = d.pick_or_input(rng, |t| self.dtypes.contains(&t.dtype) && t.dims().is_some(), |r| Some(random_type(r, self.dtypes, 0..=4, max)))?;
+        let a = d.pick_or_input(
+            rng,
+            |t| self.dtypes.contains(&t.dtype) && t.dims().is_some(),
+            |r| Some(random_type(r, self.dtypes, 0..=4, max)),
+        )?;
         let adims = a.ty.dims().unwrap();
         let dtype = a.ty.dtype;
         let fits = |t: &TensorType| {
-            t.dtype == dtype && t.dims().and_then(|bd| broadcast(&[adims.clone(), bd]).ok()).is_some_and(|s| s.iter().product::<usize>() <= max)
+            t.dtype == dtype
+                && t.dims()
+                    .and_then(|bd| broadcast(&[adims.clone(), bd]).ok())
+                    .is_some_and(|s| s.iter().product::<usize>() <= max)
         };
         let need_nonzero = self.kind == Kind::Divide && !dtype.is_float();
         let b = match (need_nonzero, rng.random_bool(0.6)) {
@@ -137,7 +148,8 @@ impl OpSpec for Binary {
             None => {
                 // a constant whose shape is a suffix of A's, some dims set to 1
                 let keep = rng.random_range(0..=adims.len());
-                let bdims: Vec<usize> = adims[adims.len() - keep..].iter().map(|&x| if rng.random_bool(0.3) { 1 } else { x }).collect();
+                let bdims: Vec<usize> =
+                    adims[adims.len() - keep..].iter().map(|&x| if rng.random_bool(0.3) { 1 } else { x }).collect();
                 if need_nonzero {
                     let n: usize = bdims.iter().product();
                     let v: Vec<f64> = (0..n).map(|_| rng.random_range(1..5) as f64).collect();
@@ -180,7 +192,11 @@ impl OpSpec for Where {
     }
     fn sample(&self, d: &mut Draft, rng: &mut Rng) -> Result<Proposal, Reject> {
         let max = d.limits.max_elems;
-        let x = d.pick_or_input(rng, |t| WHERE_DTYPES.contains(&t.dtype) && t.dims().is_some(), |r| Some(random_type(r, WHERE_DTYPES, 0..=4, max)))?;
+        let x = d.pick_or_input(
+            rng,
+            |t| WHERE_DTYPES.contains(&t.dtype) && t.dims().is_some(),
+            |r| Some(random_type(r, WHERE_DTYPES, 0..=4, max)),
+        )?;
         let xd = x.ty.dims().unwrap();
         let bc = |t: &TensorType| t.dims().is_some_and(|td| broadcast(&[xd.clone(), td]).is_ok_and(|s| s == xd));
         let c = match d.pick(rng, |t| t.dtype == Bool && bc(t)) {
@@ -219,14 +235,23 @@ impl OpSpec for Clip {
     }
     fn sample(&self, d: &mut Draft, rng: &mut Rng) -> Result<Proposal, Reject> {
         let max = d.limits.max_elems;
-        let x = d.pick_or_input(rng, |t| CLIP_DTYPES.contains(&t.dtype), |r| Some(random_type(r, CLIP_DTYPES, 0..=5, max)))?;
+        let x = d.pick_or_input(
+            rng,
+            |t| CLIP_DTYPES.contains(&t.dtype),
+            |r| Some(random_type(r, CLIP_DTYPES, 0..=5, max)),
+        )?;
         let dt = x.ty.dtype;
-        let (lo, hi) = if dt.is_signed() { (rng.random_range(-6..=0) as f64, rng.random_range(0..=6) as f64) } else { (rng.random_range(0..=2) as f64, rng.random_range(3..=6) as f64) };
+        let (lo, hi) = if dt.is_signed() {
+            (rng.random_range(-6..=0) as f64, rng.random_range(0..=6) as f64)
+        } else {
+            (rng.random_range(0..=2) as f64, rng.random_range(3..=6) as f64)
+        };
         let mut inputs = vec![x.name];
         match rng.random_range(0..3) {
             0 => inputs.push(d.constant(Tensor::from_f64s(dt, &[], &[lo]))),
             1 => inputs.extend([String::new(), d.constant(Tensor::from_f64s(dt, &[], &[hi]))]),
-            _ => inputs.extend([d.constant(Tensor::from_f64s(dt, &[], &[lo])), d.constant(Tensor::from_f64s(dt, &[], &[hi]))]),
+            _ => inputs
+                .extend([d.constant(Tensor::from_f64s(dt, &[], &[lo])), d.constant(Tensor::from_f64s(dt, &[], &[hi]))]),
         }
         Ok(Proposal::new(inputs, Attrs::new()))
     }

@@ -28,7 +28,6 @@ pub type Rng = ChaCha8Rng;
 #[error("{0}")]
 pub struct Reject(pub String);
 
-
 /// What inference knows about one input: its type and, for constants, its value.
 #[derive(Clone, Debug)]
 pub struct Fact<'a> {
@@ -92,7 +91,12 @@ pub fn lookup(domain: &str, name: &str) -> Option<&'static dyn OpSpec> {
 }
 
 /// Infers a node's output types with its spec, checking input/output counts first.
-pub fn infer_node(spec: &dyn OpSpec, inputs: &[Option<Fact>], attrs: &Attrs, n_outputs: usize) -> Result<Vec<TensorType>, Reject> {
+pub fn infer_node(
+    spec: &dyn OpSpec,
+    inputs: &[Option<Fact>],
+    attrs: &Attrs,
+    n_outputs: usize,
+) -> Result<Vec<TensorType>, Reject> {
     let a = spec.arity();
     if inputs.len() < a.inputs.0 || inputs.len() > a.inputs.1 {
         reject!("{} takes {}..={} inputs, got {}", spec.name(), a.inputs.0, a.inputs.1, inputs.len());
@@ -171,7 +175,11 @@ pub fn check_graph(g: &Graph, strict: bool) -> Result<HashMap<String, TensorType
     Ok(types)
 }
 
-fn node_facts<'g>(g: &'g Graph, node: &Node, types: &HashMap<String, TensorType>) -> Result<Vec<Option<Fact<'g>>>, String> {
+fn node_facts<'g>(
+    g: &'g Graph,
+    node: &Node,
+    types: &HashMap<String, TensorType>,
+) -> Result<Vec<Option<Fact<'g>>>, String> {
     node.inputs
         .iter()
         .map(|i| {
@@ -193,7 +201,10 @@ fn compatible(declared: &TensorType, inferred: &TensorType) -> bool {
     match (&declared.shape, &inferred.shape) {
         (Some(a), Some(b)) => {
             a.len() == b.len()
-                && a.iter().zip(b).all(|(x, y)| matches!((x, y), (Dim::Fixed(p), Dim::Fixed(q)) if p == q) || !matches!((x, y), (Dim::Fixed(_), Dim::Fixed(_))))
+                && a.iter().zip(b).all(|(x, y)| {
+                    matches!((x, y), (Dim::Fixed(p), Dim::Fixed(q)) if p == q)
+                        || !matches!((x, y), (Dim::Fixed(_), Dim::Fixed(_)))
+                })
         }
         _ => true,
     }

@@ -1,7 +1,7 @@
 //! Test helpers for op specs: sample a spec many times in a small context and check inference accepts it.
 
-use super::{infer_node, Draft, Fact, OpSpec, Rng, Value};
 use super::draft::Limits;
+use super::{infer_node, Draft, Fact, OpSpec, Rng, Value};
 use crate::graph::{DType, Tensor, TensorType};
 use rand::SeedableRng;
 use std::collections::HashMap;
@@ -28,11 +28,19 @@ pub fn sample_many(spec: &dyn OpSpec, n: usize) -> usize {
     let mut counter = 0;
     for _ in 0..n {
         let mut d = Draft::new(&values, &consts, Limits::default(), &mut counter);
-        let Ok(p) = spec.sample(&mut d, &mut rng) else { continue };
+        let Ok(p) = spec.sample(&mut d, &mut rng) else {
+            continue;
+        };
         let facts: Vec<Option<Fact>> = p
             .inputs
             .iter()
-            .map(|i| if i.is_empty() { None } else { Some(d.fact(i).unwrap_or_else(|| panic!("{}: unknown input {i}", spec.name()))) })
+            .map(|i| {
+                if i.is_empty() {
+                    None
+                } else {
+                    Some(d.fact(i).unwrap_or_else(|| panic!("{}: unknown input {i}", spec.name())))
+                }
+            })
             .collect();
         if let Err(e) = infer_node(spec, &facts, &p.attrs, p.outputs) {
             panic!("{}: a sampled proposal does not infer: {e}\n{p:?}", spec.name());

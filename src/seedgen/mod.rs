@@ -30,8 +30,18 @@ impl Default for SeedConfig {
 }
 
 /// dtypes of the first graph inputs (float32 most often).
-const INPUT_DTYPES: &[DType] =
-    &[DType::F32, DType::F32, DType::F32, DType::F64, DType::F16, DType::I8, DType::U8, DType::I32, DType::I64, DType::Bool];
+const INPUT_DTYPES: &[DType] = &[
+    DType::F32,
+    DType::F32,
+    DType::F32,
+    DType::F64,
+    DType::F16,
+    DType::I8,
+    DType::U8,
+    DType::I32,
+    DType::I64,
+    DType::Bool,
+];
 
 /// The rng of test `index` in a campaign with seed `seed`: independent streams, so any one test regenerates alone.
 pub fn rng_for(seed: u64, index: u64) -> Rng {
@@ -54,14 +64,26 @@ struct Builder {
 
 impl Builder {
     fn new(limits: Limits) -> Builder {
-        Builder { values: Vec::new(), consts: HashMap::new(), inputs: Vec::new(), nodes: Vec::new(), produced: Vec::new(), counter: 0, limits }
+        Builder {
+            values: Vec::new(),
+            consts: HashMap::new(),
+            inputs: Vec::new(),
+            nodes: Vec::new(),
+            produced: Vec::new(),
+            counter: 0,
+            limits,
+        }
     }
 
     /// Samples one node of `spec`; applies it only if it infers and stays small.
     fn try_add(&mut self, spec: &dyn OpSpec, rng: &mut Rng) -> bool {
         let mut draft = Draft::new(&self.values, &self.consts, self.limits, &mut self.counter);
-        let Ok(p) = spec.sample(&mut draft, rng) else { return false };
-        let Some(out) = infer_proposal(spec, &draft, &p) else { return false };
+        let Ok(p) = spec.sample(&mut draft, rng) else {
+            return false;
+        };
+        let Some(out) = infer_proposal(spec, &draft, &p) else {
+            return false;
+        };
         if out.iter().any(|t| t.numel().is_none_or(|n| n == 0 || n > self.limits.max_elems)) {
             return false;
         }
@@ -72,7 +94,12 @@ impl Builder {
         self.inputs.extend(new_inputs);
         let k = self.nodes.len();
         let outputs: Vec<String> = (0..out.len()).map(|i| format!("t{k}_{i}")).collect();
-        let mut node = Node::new(format!("n{k}_{}", spec.name()), OpId { domain: spec.domain().into(), name: spec.name().into() }, p.inputs, outputs.clone());
+        let mut node = Node::new(
+            format!("n{k}_{}", spec.name()),
+            OpId { domain: spec.domain().into(), name: spec.name().into() },
+            p.inputs,
+            outputs.clone(),
+        );
         node.attrs = p.attrs;
         self.nodes.push(node);
         let outs: Vec<Value> = outputs.into_iter().zip(out).map(|(name, ty)| Value { name, ty }).collect();
@@ -95,7 +122,8 @@ impl Builder {
         for v in self.inputs.iter().filter(|v| used.contains(v.name.as_str())) {
             g.add_input(&v.name, v.ty.clone());
         }
-        let mut consts: Vec<(&String, &Tensor)> = self.consts.iter().filter(|(n, _)| used.contains(n.as_str())).collect();
+        let mut consts: Vec<(&String, &Tensor)> =
+            self.consts.iter().filter(|(n, _)| used.contains(n.as_str())).collect();
         consts.sort_by_key(|(n, _)| n[1..].parse::<u64>().unwrap_or(0));
         for (n, t) in consts {
             g.add_initializer(n, t.clone());
