@@ -10,4 +10,5 @@ pub mod cli;
 pub mod graph;
 pub mod ops;
 pub mod seedgen;
+pub mod target;
 pub mod util;

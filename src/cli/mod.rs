@@ -3,8 +3,11 @@
 
 mod check;
 mod convert;
+mod doctor;
 mod ops;
+mod run;
 mod seeds;
+mod worker;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +30,13 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Import and re-export models through oatest's IR (normalizes them; shows what oatest reads).
     Convert(convert::ConvertArgs),
+    /// Run models under a target's differential configurations (in worker processes) and print the outcomes.
+    Run(run::RunArgs),
+    /// Show which compilers are reachable, where they were found and their versions.
+    Doctor(doctor::DoctorArgs),
+    /// Internal: host a target and serve run requests on stdin/stdout.
+    #[command(hide = true)]
+    Worker(worker::WorkerArgs),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -35,6 +45,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ops(c) => ops::run(c),
         Command::Check(c) => check::run(c),
         Command::Convert(c) => convert::run(c),
+        Command::Run(c) => run::run(c),
+        Command::Doctor(c) => doctor::run(c),
+        Command::Worker(c) => worker::run(c),
     }
 }
 

@@ -4,14 +4,14 @@ use super::{DType, TensorType};
 use half::f16;
 
 /// The payload of a tensor: ONNX `raw_data` layout for fixed-size types, one byte string per element for strings.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum TensorData {
     Raw(Vec<u8>),
     Strings(Vec<Vec<u8>>),
 }
 
 /// A constant tensor.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Tensor {
     pub dtype: DType,
     pub dims: Vec<i64>,

@@ -1,0 +1,33 @@
+//! `oatest doctor`: which compilers this oatest can reach, where they were found, and their versions.
+
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// The ONNX Runtime library to check instead of the default search.
+    #[arg(long)]
+    pub ort_lib: Option<PathBuf>,
+}
+
+pub fn run(a: DoctorArgs) -> anyhow::Result<()> {
+    println!("oatest {}", env!("CARGO_PKG_VERSION"));
+    #[cfg(feature = "ort")]
+    match crate::target::ort::find_library(a.ort_lib.as_deref()) {
+        Ok(c) => match crate::target::ort::library_version(&c.path) {
+            Ok(v) => println!("ort:   ONNX Runtime {v} at {} (from {})", c.path.display(), c.source),
+            Err(e) => println!("ort:   {} (from {}) cannot be used: {e:#}", c.path.display(), c.source),
+        },
+        Err(e) => println!("ort:   not available: {e:#}"),
+    }
+    #[cfg(not(feature = "ort"))]
+    {
+        let _ = a;
+        println!("ort:   not built (cargo feature `ort`)");
+    }
+    #[cfg(feature = "tract")]
+    println!("tract: tract-onnx {} (built in)", env!("OATEST_TRACT_VERSION"));
+    #[cfg(not(feature = "tract"))]
+    println!("tract: not built (cargo feature `tract`)");
+    Ok(())
+}

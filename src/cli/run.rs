@@ -1,0 +1,136 @@
+//! `oatest run`: run models under a target's differential configurations in a worker and print the outcomes.
+
+use crate::graph::onnx;
+use crate::target::worker::{Pool, WorkerSpec};
+use crate::target::{inputs, Config, Outcome, TargetKind};
+use anyhow::Context;
+use clap::Args;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Model files (or directories searched for *.onnx).
+    #[arg(required = true)]
+    pub models: Vec<PathBuf>,
+    /// ort or tract.
+    #[arg(long, default_value = "tract")]
+    pub target: String,
+    /// A configuration `LEVEL[@THREADS][:-Pass;-Pass]`; repeatable. Default: the target's differential set.
+    #[arg(long = "config")]
+    pub configs: Vec<String>,
+    /// Inputs: a directory of input_K.pb TensorProto files or one .pb file (default: generated from --seed).
+    #[arg(long)]
+    pub inputs: Option<PathBuf>,
+    /// Seed of generated inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// One JSON object per (model, configuration) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// ONNX Runtime library (default: ORT_DYLIB_PATH, then the onnxruntime wheel in .venv).
+    #[arg(long)]
+    pub ort_lib: Option<PathBuf>,
+    /// Per-run time limit in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub timeout_ms: u64,
+    /// Worker address-space limit in MiB.
+    #[arg(long, default_value_t = 8192)]
+    pub mem_mb: u64,
+    /// Worker processes (default: number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct Row<'a> {
+    model: String,
+    config: String,
+    status: &'static str,
+    message: String,
+    passes_fired: &'a [String],
+    time_ms: f64,
+    outputs: Vec<OutputRow>,
+}
+
+#[derive(Serialize)]
+struct OutputRow {
+    name: String,
+    dtype: String,
+    shape: Vec<i64>,
+}
+
+pub fn run(a: RunArgs) -> anyhow::Result<()> {
+    let kind = TargetKind::parse(&a.target)?;
+    let configs: Vec<Config> = a.configs.iter().map(|c| Config::parse(c)).collect::<anyhow::Result<_>>()?;
+    let mut files = Vec::new();
+    for m in &a.models {
+        files.extend(crate::util::onnx_files(m)?);
+    }
+    anyhow::ensure!(!files.is_empty(), "no .onnx files in {:?}", a.models);
+    let mut spec = WorkerSpec::new(kind)?;
+    spec.ort_lib = a.ort_lib.clone();
+    spec.timeout = Duration::from_millis(a.timeout_ms);
+    spec.mem_limit_mb = Some(a.mem_mb);
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).min(files.len());
+    let pool = Pool::start(&spec, jobs)?;
+    let info = pool.info();
+    let configs = if configs.is_empty() { info.default_configs.clone() } else { configs };
+    if !a.json {
+        println!("target {} {}", info.target, info.version);
+    }
+    let results = pool.map(files, |w, path| -> (PathBuf, anyhow::Result<Vec<Outcome>>) {
+        let r = (|| {
+            let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let model = onnx::decode_model(&bytes).with_context(|| format!("{}: cannot import ONNX model", path.display()))?;
+            let feeds = match &a.inputs {
+                Some(p) => inputs::read(p, &model.graph)?,
+                None => inputs::generate(&model.graph, a.seed).with_context(|| format!("{}: cannot generate inputs", path.display()))?,
+            };
+            Ok(configs.iter().map(|c| w.run(&bytes, &feeds, c)).collect())
+        })();
+        (path, r)
+    });
+    let mut failed = 0;
+    for (path, r) in results {
+        match r {
+            Ok(outcomes) => print_outcomes(&path, &outcomes, a.json)?,
+            Err(e) => {
+                failed += 1;
+                eprintln!("error: {e:#}");
+            }
+        }
+    }
+    anyhow::ensure!(failed == 0, "{failed} models could not be run");
+    Ok(())
+}
+
+fn print_outcomes(path: &std::path::Path, outcomes: &[Outcome], json: bool) -> anyhow::Result<()> {
+    for o in outcomes {
+        if json {
+            let row = Row {
+                model: path.display().to_string(),
+                config: o.config.to_string(),
+                status: o.status.kind(),
+                message: o.status.message(),
+                passes_fired: &o.passes_fired,
+                time_ms: o.time_ms,
+                outputs: o.outputs.iter().map(|t| OutputRow { name: t.name.clone(), dtype: t.tensor.dtype.name(), shape: t.tensor.dims.clone() }).collect(),
+            };
+            println!("{}", serde_json::to_string(&row)?);
+        } else {
+            let msg: String = o.status.message().chars().take(100).collect();
+            println!(
+                "{:<40} {:<24} {:<8} {:>8.2} ms  fired: {}{}",
+                path.file_name().unwrap_or_default().to_string_lossy(),
+                o.config.to_string(),
+                o.status.kind(),
+                o.time_ms,
+                if o.passes_fired.is_empty() { "-".to_string() } else { o.passes_fired.join(",") },
+                if msg.is_empty() { String::new() } else { format!("  [{msg}]") }
+            );
+        }
+    }
+    Ok(())
+}

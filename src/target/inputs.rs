@@ -1,0 +1,124 @@
+//! Test inputs for a model: generated deterministically from a seed with value ranges that keep results defined
+//! (positive where a consumer needs it, in range for indices), or read from ONNX TensorProto `.pb` files.
+
+use super::NamedTensor;
+use crate::graph::{onnx, DType, Dim, Graph, Tensor};
+use anyhow::Context;
+use rand::{Rng as _, SeedableRng};
+use std::path::Path;
+
+/// Value of a symbolic dimension when inputs are generated.
+pub const SYM_DIM: i64 = 1;
+
+/// Which values an input should take, from what reads it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Range {
+    Any,
+    /// Read by Log/Sqrt/Reciprocal/Pow base or as a divisor: keep it > 0.
+    Positive,
+    /// Read as indices (Gather-like): 0 only, always valid.
+    Index,
+}
+
+fn range_for(g: &Graph, name: &str) -> Range {
+    let mut r = Range::Any;
+    for (id, slot) in g.consumers(name) {
+        let op = g.node(id).op.name.as_str();
+        match (op, slot) {
+            ("Gather" | "GatherElements" | "GatherND" | "ScatterElements" | "ScatterND" | "OneHot", 1) => return Range::Index,
+            ("Log" | "Sqrt" | "Reciprocal" | "Rsqrt", 0) | ("Pow", 0) | ("Div" | "Mod", 1) => r = Range::Positive,
+            _ => {}
+        }
+    }
+    r
+}
+
+/// Inputs for every graph input that is not an initializer. Deterministic in (`graph`, `seed`).
+pub fn generate(g: &Graph, seed: u64) -> anyhow::Result<Vec<NamedTensor>> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut out = Vec::new();
+    for name in g.inputs.iter().filter(|n| !g.initializers.contains_key(*n)) {
+        let ty = g.tensor_type(name).with_context(|| format!("graph input '{name}' is not a tensor"))?;
+        let shape = ty.shape.clone().with_context(|| format!("graph input '{name}' has no shape"))?;
+        let dims: Vec<usize> = shape
+            .iter()
+            .map(|d| match d {
+                Dim::Fixed(n) => (*n).max(0) as usize,
+                Dim::Sym(_) => SYM_DIM as usize,
+            })
+            .collect();
+        let n: usize = dims.iter().product();
+        anyhow::ensure!(ty.dtype.size().is_some(), "graph input '{name}' has unsupported type {}", ty.dtype);
+        let range = range_for(g, name);
+        let vals: Vec<f64> = (0..n).map(|_| value(&mut rng, ty.dtype, range)).collect();
+        out.push(NamedTensor { name: name.clone(), tensor: Tensor::from_f64s(ty.dtype, &dims, &vals) });
+    }
+    Ok(out)
+}
+
+fn value(rng: &mut rand_chacha::ChaCha8Rng, dtype: DType, range: Range) -> f64 {
+    match (range, dtype) {
+        (Range::Index, _) => 0.0,
+        (_, DType::Bool) => rng.random_range(0..2) as f64,
+        (Range::Positive, d) if d.is_float() => {
+            if rng.random_bool(0.1) {
+                1.0
+            } else {
+                rng.random_range(0.125..4.0)
+            }
+        }
+        (Range::Positive, _) => rng.random_range(1..8) as f64,
+        (Range::Any, d) if d.is_float() => {
+            const EDGE: [f64; 5] = [0.0, 1.0, -1.0, 0.5, -0.0];
+            if rng.random_bool(0.1) {
+                EDGE[rng.random_range(0..EDGE.len())]
+            } else {
+                (rng.random_range(-4.0..4.0f64) * 256.0).round() / 256.0
+            }
+        }
+        (Range::Any, d) if d.is_signed() => rng.random_range(-8..8) as f64,
+        (Range::Any, _) => rng.random_range(0..8) as f64,
+    }
+}
+
+/// Reads inputs from a directory of ONNX TensorProto files (`input_0.pb`, ... as in ONNX test data sets) or
+/// from one `.pb` file. Tensors without a name take the graph's non-initializer inputs in order.
+pub fn read(path: &Path, g: &Graph) -> anyhow::Result<Vec<NamedTensor>> {
+    let mut files: Vec<std::path::PathBuf> = if path.is_dir() {
+        std::fs::read_dir(path)
+            .with_context(|| format!("cannot list {}", path.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "pb") && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("input")))
+            .collect()
+    } else {
+        vec![path.to_path_buf()]
+    };
+    files.sort_by_key(|p| {
+        let s = p.file_stem().unwrap_or_default().to_string_lossy().to_string();
+        (s.rsplit('_').next().and_then(|k| k.parse::<u64>().ok()).unwrap_or(u64::MAX), s)
+    });
+    anyhow::ensure!(!files.is_empty(), "{}: no input_*.pb files", path.display());
+    let names: Vec<&String> = g.inputs.iter().filter(|n| !g.initializers.contains_key(*n)).collect();
+    files
+        .iter()
+        .enumerate()
+        .map(|(k, f)| {
+            let bytes = std::fs::read(f).with_context(|| format!("cannot read {}", f.display()))?;
+            let (name, tensor) = onnx::decode_tensor(&bytes).with_context(|| format!("{}: not a TensorProto", f.display()))?;
+            let name = if name.is_empty() {
+                names.get(k).map(|s| s.to_string()).with_context(|| format!("{}: more inputs than the model takes", f.display()))?
+            } else {
+                name
+            };
+            Ok(NamedTensor { name, tensor })
+        })
+        .collect()
+}
+
+/// Writes tensors as `<prefix>_K.pb` files into `dir` (atomically each).
+pub fn write(dir: &Path, prefix: &str, tensors: &[NamedTensor]) -> anyhow::Result<()> {
+    for (k, t) in tensors.iter().enumerate() {
+        crate::util::write_atomic(&dir.join(format!("{prefix}_{k}.pb")), &onnx::encode_tensor(&t.name, &t.tensor))?;
+    }
+    Ok(())
+}

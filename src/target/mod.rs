@@ -1,0 +1,248 @@
+//! Compilers under test behind one trait (`Target`): configurations in, `Outcome`s out; run only inside
+//! worker processes (`worker`) so a crash, hang or memory blow-up of the compiler is an outcome, not ours.
+
+pub mod fault;
+pub mod inputs;
+#[cfg(feature = "ort")]
+pub mod ort;
+#[cfg(feature = "tract")]
+pub mod tract;
+pub mod worker;
+
+use crate::graph::Tensor;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// How hard the compiler optimizes. Each target maps these to its own levels and refuses those it lacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+pub enum Level {
+    /// No optimization: the reference.
+    Disable,
+    Basic,
+    Extended,
+    /// ORT's layout level (ORT >= 1.22).
+    Layout,
+    All,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Disable => "disable",
+            Level::Basic => "basic",
+            Level::Extended => "extended",
+            Level::Layout => "layout",
+            Level::All => "all",
+        }
+    }
+}
+
+/// One way to compile a model: a level, passes to disable by name, and the thread count.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Config {
+    pub level: Level,
+    pub disabled: Vec<String>,
+    pub threads: usize,
+}
+
+impl Config {
+    pub fn level(level: Level) -> Config {
+        Config { level, disabled: Vec::new(), threads: 1 }
+    }
+
+    /// Parses `LEVEL[:-Pass1;-Pass2...]` (e.g. `all`, `extended:-ConstantFolding;-GeluFusionL1`,
+    /// `all@4` for 4 threads).
+    pub fn parse(s: &str) -> anyhow::Result<Config> {
+        let (head, disabled) = match s.split_once(':') {
+            Some((h, rest)) => {
+                let names = rest
+                    .split(';')
+                    .filter(|p| !p.is_empty())
+                    .map(|p| {
+                        p.strip_prefix('-')
+                            .map(str::to_string)
+                            .ok_or_else(|| anyhow::anyhow!("config '{s}': '{p}' must start with '-' (a pass to disable)"))
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                (h, names)
+            }
+            None => (s, Vec::new()),
+        };
+        let (lvl, threads) = match head.split_once('@') {
+            Some((l, t)) => (l, t.parse().map_err(|_| anyhow::anyhow!("config '{s}': bad thread count '{t}'"))?),
+            None => (head, 1),
+        };
+        let level = match lvl {
+            "disable" | "none" | "0" => Level::Disable,
+            "basic" | "1" => Level::Basic,
+            "extended" | "2" => Level::Extended,
+            "layout" | "3" => Level::Layout,
+            "all" | "99" => Level::All,
+            other => anyhow::bail!("config '{s}': unknown level '{other}' (disable, basic, extended, layout, all)"),
+        };
+        anyhow::ensure!(threads >= 1, "config '{s}': threads must be >= 1");
+        Ok(Config { level, disabled, threads })
+    }
+}
+
+impl fmt::Display for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.level.name())?;
+        if self.threads != 1 {
+            write!(f, "@{}", self.threads)?;
+        }
+        if !self.disabled.is_empty() {
+            let d: Vec<String> = self.disabled.iter().map(|p| format!("-{p}")).collect();
+            write!(f, ":{}", d.join(";"))?;
+        }
+        Ok(())
+    }
+}
+
+/// A named tensor (a graph input or output value).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NamedTensor {
+    pub name: String,
+    pub tensor: Tensor,
+}
+
+/// How a run ended. Derived in the worker for errors; from the wait status in the parent for the rest.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    /// The compiler refused or failed with a message (load, compile or run).
+    Error { message: String },
+    /// The worker died from a signal (or exited abnormally) while compiling or running.
+    Crash { signal: Option<i32>, message: String },
+    /// The per-test time limit passed.
+    Timeout { limit_ms: u64 },
+    /// The worker exceeded its memory limit.
+    Oom { message: String },
+}
+
+impl Status {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Error { .. } => "error",
+            Status::Crash { .. } => "crash",
+            Status::Timeout { .. } => "timeout",
+            Status::Oom { .. } => "oom",
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            Status::Ok => String::new(),
+            Status::Error { message } | Status::Oom { message } => message.clone(),
+            Status::Crash { signal: Some(s), message } => format!("killed by signal {s} ({}) {message}", signal_name(*s)),
+            Status::Crash { signal: None, message } => message.clone(),
+            Status::Timeout { limit_ms } => format!("no result within {limit_ms} ms"),
+        }
+    }
+}
+
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        15 => "SIGTERM",
+        _ => "signal",
+    }
+}
+
+/// What one configuration did with one model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub config: Config,
+    pub status: Status,
+    pub outputs: Vec<NamedTensor>,
+    /// Passes that modified the graph, in the order they first did.
+    pub passes_fired: Vec<String>,
+    pub time_ms: f64,
+}
+
+impl Outcome {
+    pub fn failed(config: &Config, status: Status, time_ms: f64) -> Outcome {
+        Outcome { config: config.clone(), status, outputs: Vec::new(), passes_fired: Vec::new(), time_ms }
+    }
+}
+
+/// A compiler under test. Implementations run in a worker process (or in-process for pure-Rust targets in tests).
+pub trait Target {
+    fn name(&self) -> &'static str;
+    /// The compiler's version, e.g. `1.31.1`.
+    fn version(&self) -> String;
+    /// The default differential configurations; the first is the unoptimized reference.
+    fn default_configs(&self) -> Vec<Config>;
+    /// Compiles `model` (ONNX bytes) under `config` and runs it on `inputs`.
+    fn run(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome;
+}
+
+/// Which target a worker hosts, and what it needs to start.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TargetKind {
+    Ort,
+    Tract,
+    /// Test-only: misbehaves as a model's `oatest.fault` metadata says (crash, abort, hang, oom).
+    Fault,
+}
+
+impl TargetKind {
+    pub fn parse(s: &str) -> anyhow::Result<TargetKind> {
+        Ok(match s {
+            "ort" | "onnxruntime" => TargetKind::Ort,
+            "tract" => TargetKind::Tract,
+            "fault" => TargetKind::Fault,
+            other => anyhow::bail!("unknown target '{other}' (ort, tract)"),
+        })
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            TargetKind::Ort => "ort",
+            TargetKind::Tract => "tract",
+            TargetKind::Fault => "fault",
+        }
+    }
+}
+
+/// Builds the target a worker hosts. `ort_lib` is the ONNX Runtime library to load (ort only).
+pub fn open(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Result<Box<dyn Target>> {
+    match kind {
+        #[cfg(feature = "ort")]
+        TargetKind::Ort => Ok(Box::new(ort::OrtTarget::new(ort_lib)?)),
+        #[cfg(not(feature = "ort"))]
+        TargetKind::Ort => {
+            let _ = ort_lib;
+            anyhow::bail!("this oatest was built without the `ort` feature")
+        }
+        #[cfg(feature = "tract")]
+        TargetKind::Tract => Ok(Box::new(tract::TractTarget::new())),
+        #[cfg(not(feature = "tract"))]
+        TargetKind::Tract => anyhow::bail!("this oatest was built without the `tract` feature"),
+        TargetKind::Fault => Ok(Box::new(fault::FaultTarget)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_parse_and_print() {
+        let c = Config::parse("extended:-ConstantFolding;-GeluFusionL1").unwrap();
+        assert_eq!(c.level, Level::Extended);
+        assert_eq!(c.disabled, ["ConstantFolding", "GeluFusionL1"]);
+        assert_eq!(Config::parse(&c.to_string()).unwrap(), c);
+        assert_eq!(Config::parse("all@4").unwrap().threads, 4);
+        assert!(Config::parse("max").is_err());
+        assert!(Config::parse("all:ConstantFolding").is_err());
+        assert!(Config::parse("all@0").is_err());
+    }
+}

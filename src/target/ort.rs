@@ -1,0 +1,247 @@
+//! ONNX Runtime through the `ort` crate (load-dynamic, API 17: any ORT from 1.17 on), with pass-call
+//! instrumentation from the session's INFO log (`GraphTransformer <Name> modified: 0|1`).
+
+use super::{Config, Level, NamedTensor, Outcome, Status, Target};
+use crate::graph::{DType, Tensor, TensorData};
+use anyhow::Context;
+use ort::logging::{LogLevel, LoggerFunction};
+use ort::session::builder::GraphOptimizationLevel;
+use ort::session::{Session, SessionInputValue};
+use ort::value::{DynValue, TensorElementType, ValueType};
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+pub struct OrtTarget {
+    env: ort::environment::Environment,
+    version: String,
+}
+
+/// Where the ONNX Runtime library was found, and how.
+#[derive(Clone, Debug)]
+pub struct LibraryChoice {
+    pub path: PathBuf,
+    pub source: &'static str,
+}
+
+/// Finds the ONNX Runtime shared library: `--ort-lib`, then `ORT_DYLIB_PATH`, then the onnxruntime wheel in
+/// the project's `.venv` (searched from the current directory and the executable's ancestors).
+pub fn find_library(explicit: Option<&Path>) -> anyhow::Result<LibraryChoice> {
+    if let Some(p) = explicit {
+        anyhow::ensure!(p.exists(), "--ort-lib {} does not exist", p.display());
+        return Ok(LibraryChoice { path: p.to_path_buf(), source: "--ort-lib" });
+    }
+    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH").filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        anyhow::ensure!(p.exists(), "ORT_DYLIB_PATH={} does not exist", p.display());
+        return Ok(LibraryChoice { path: p, source: "ORT_DYLIB_PATH" });
+    }
+    let mut roots: Vec<PathBuf> = Vec::new();
+    if let Ok(cwd) = std::env::current_dir() {
+        roots.extend(cwd.ancestors().map(Path::to_path_buf));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        roots.extend(exe.ancestors().map(Path::to_path_buf));
+    }
+    for root in roots {
+        let lib = root.join(".venv/lib");
+        let Ok(pythons) = std::fs::read_dir(&lib) else { continue };
+        for py in pythons.flatten() {
+            let capi = py.path().join("site-packages/onnxruntime/capi");
+            let Ok(files) = std::fs::read_dir(&capi) else { continue };
+            let mut found: Vec<PathBuf> = files
+                .flatten()
+                .map(|f| f.path())
+                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libonnxruntime.so")))
+                .collect();
+            found.sort();
+            if let Some(p) = found.pop() {
+                return Ok(LibraryChoice { path: p, source: ".venv onnxruntime wheel" });
+            }
+        }
+    }
+    anyhow::bail!(
+        "ONNX Runtime library not found. Fix: run `bash scripts/setup.sh` (installs the onnxruntime wheel into .venv), \
+         or pass --ort-lib /path/to/libonnxruntime.so, or set ORT_DYLIB_PATH"
+    )
+}
+
+/// The version string the library reports (`OrtGetApiBase()->GetVersionString()`), without initializing ort.
+pub fn library_version(path: &Path) -> anyhow::Result<String> {
+    #[repr(C)]
+    struct ApiBase {
+        get_api: unsafe extern "C" fn(u32) -> *const std::ffi::c_void,
+        get_version_string: unsafe extern "C" fn() -> *const std::ffi::c_char,
+    }
+    // SAFETY: loading ONNX Runtime runs no user code; the symbol has this C signature in every release.
+    unsafe {
+        let lib = libloading::Library::new(path).with_context(|| format!("cannot load {}", path.display()))?;
+        let get: libloading::Symbol<unsafe extern "C" fn() -> *const ApiBase> =
+            lib.get(b"OrtGetApiBase").with_context(|| format!("{} has no OrtGetApiBase", path.display()))?;
+        let base = get();
+        anyhow::ensure!(!base.is_null(), "OrtGetApiBase returned null");
+        let v = std::ffi::CStr::from_ptr(((*base).get_version_string)()).to_string_lossy().into_owned();
+        std::mem::forget(lib); // keep it loaded: ort may use the same library
+        Ok(v)
+    }
+}
+
+impl OrtTarget {
+    pub fn new(explicit: Option<&Path>) -> anyhow::Result<OrtTarget> {
+        let choice = find_library(explicit)?;
+        let version = library_version(&choice.path)?;
+        let env = ort::init_from(&choice.path)
+            .map_err(|e| anyhow::anyhow!("cannot load ONNX Runtime from {}: {e}", choice.path.display()))?
+            .with_name("oatest")
+            .with_telemetry(false)
+            .build()
+            .map_err(|e| anyhow::anyhow!("cannot create the ONNX Runtime environment: {e}"))?;
+        Ok(OrtTarget { env, version })
+    }
+
+    fn session(&self, model: &[u8], config: &Config, fired: Arc<Mutex<Vec<String>>>) -> ort::Result<Session> {
+        let level = match config.level {
+            Level::Disable => GraphOptimizationLevel::Disable,
+            Level::Basic => GraphOptimizationLevel::Level1,
+            Level::Extended => GraphOptimizationLevel::Level2,
+            Level::Layout => GraphOptimizationLevel::Level3,
+            Level::All => GraphOptimizationLevel::All,
+        };
+        let logger: LoggerFunction = Arc::new(move |_lvl, _cat, _id, _loc, msg: &str| {
+            if let Some(name) = parse_transformer_line(msg) {
+                let mut f = fired.lock().unwrap();
+                if !f.iter().any(|n| n == name) {
+                    f.push(name.to_string());
+                }
+            }
+        });
+        let mut b = Session::builder(&self.env)?
+            .with_logger(logger)?
+            .with_log_level(LogLevel::Info)?
+            .with_optimization_level(level)?
+            .with_intra_threads(config.threads)?
+            .with_inter_threads(1)?;
+        if !config.disabled.is_empty() {
+            b = b.with_disabled_optimizers(config.disabled.join(";"))?;
+        }
+        b.commit_from_memory(model)
+    }
+}
+
+/// `Some(name)` for a log line saying transformer `name` modified the graph.
+pub fn parse_transformer_line(msg: &str) -> Option<&str> {
+    let rest = msg.trim().strip_prefix("GraphTransformer ")?;
+    let (name, modified) = rest.split_once(" modified: ")?;
+    (modified.split_whitespace().next()? == "1").then_some(name.trim())
+}
+
+impl Target for OrtTarget {
+    fn name(&self) -> &'static str {
+        "ort"
+    }
+    fn version(&self) -> String {
+        self.version.clone()
+    }
+    fn default_configs(&self) -> Vec<Config> {
+        vec![Config::level(Level::Disable), Config::level(Level::Basic), Config::level(Level::Extended), Config::level(Level::All)]
+    }
+    fn run(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome {
+        let start = Instant::now();
+        let fired = Arc::new(Mutex::new(Vec::new()));
+        let result = self.session(model, config, fired.clone()).map_err(|e| e.to_string()).and_then(|mut s| run_session(&mut s, inputs));
+        let time_ms = start.elapsed().as_secs_f64() * 1e3;
+        let passes_fired = std::mem::take(&mut *fired.lock().unwrap());
+        match result {
+            Ok(outputs) => Outcome { config: config.clone(), status: Status::Ok, outputs, passes_fired, time_ms },
+            Err(message) => Outcome { config: config.clone(), status: Status::Error { message }, outputs: Vec::new(), passes_fired, time_ms },
+        }
+    }
+}
+
+fn run_session(s: &mut Session, inputs: &[NamedTensor]) -> Result<Vec<NamedTensor>, String> {
+    let mut values: Vec<(Cow<str>, SessionInputValue)> = Vec::with_capacity(inputs.len());
+    for t in inputs {
+        let v = to_ort(&t.tensor).map_err(|e| format!("input '{}': {e}", t.name))?;
+        values.push((Cow::Borrowed(t.name.as_str()), v.into()));
+    }
+    let outputs = s.run(values).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for (name, v) in outputs.iter() {
+        out.push(NamedTensor { name: name.to_string(), tensor: from_ort(&v).map_err(|e| format!("output '{name}': {e}"))? });
+    }
+    Ok(out)
+}
+
+macro_rules! le_vec {
+    ($raw:expr, $t:ty) => {
+        $raw.chunks_exact(std::mem::size_of::<$t>()).map(|c| <$t>::from_le_bytes(c.try_into().unwrap())).collect::<Vec<$t>>()
+    };
+}
+
+fn to_ort(t: &Tensor) -> anyhow::Result<DynValue> {
+    let raw = t.raw().context("string tensors are not supported as inputs")?;
+    let shape = t.dims.clone();
+    use ort::value::Tensor as T;
+    Ok(match t.dtype {
+        DType::F32 => T::from_array((shape, le_vec!(raw, f32)))?.into_dyn(),
+        DType::F64 => T::from_array((shape, le_vec!(raw, f64)))?.into_dyn(),
+        DType::F16 => T::from_array((shape, le_vec!(raw, half::f16)))?.into_dyn(),
+        DType::I8 => T::from_array((shape, le_vec!(raw, i8)))?.into_dyn(),
+        DType::U8 => T::from_array((shape, raw.to_vec()))?.into_dyn(),
+        DType::I16 => T::from_array((shape, le_vec!(raw, i16)))?.into_dyn(),
+        DType::U16 => T::from_array((shape, le_vec!(raw, u16)))?.into_dyn(),
+        DType::I32 => T::from_array((shape, le_vec!(raw, i32)))?.into_dyn(),
+        DType::U32 => T::from_array((shape, le_vec!(raw, u32)))?.into_dyn(),
+        DType::I64 => T::from_array((shape, le_vec!(raw, i64)))?.into_dyn(),
+        DType::U64 => T::from_array((shape, le_vec!(raw, u64)))?.into_dyn(),
+        DType::Bool => T::from_array((shape, raw.iter().map(|&b| b != 0).collect::<Vec<bool>>()))?.into_dyn(),
+        other => anyhow::bail!("inputs of type {other} are not supported"),
+    })
+}
+
+fn from_ort(v: &DynValue) -> anyhow::Result<Tensor> {
+    let ValueType::Tensor { ty, .. } = v.dtype() else { anyhow::bail!("not a tensor ({:?})", v.dtype()) };
+    macro_rules! grab {
+        ($t:ty, $d:expr) => {{
+            let (shape, data) = v.try_extract_tensor::<$t>()?;
+            let mut b = Vec::with_capacity(data.len() * std::mem::size_of::<$t>());
+            data.iter().for_each(|x| b.extend(x.to_le_bytes()));
+            Tensor { dtype: $d, dims: shape.to_vec(), data: TensorData::Raw(b) }
+        }};
+    }
+    Ok(match ty {
+        TensorElementType::Float32 => grab!(f32, DType::F32),
+        TensorElementType::Float64 => grab!(f64, DType::F64),
+        TensorElementType::Float16 => grab!(half::f16, DType::F16),
+        TensorElementType::Int8 => grab!(i8, DType::I8),
+        TensorElementType::Uint8 => grab!(u8, DType::U8),
+        TensorElementType::Int16 => grab!(i16, DType::I16),
+        TensorElementType::Uint16 => grab!(u16, DType::U16),
+        TensorElementType::Int32 => grab!(i32, DType::I32),
+        TensorElementType::Uint32 => grab!(u32, DType::U32),
+        TensorElementType::Int64 => grab!(i64, DType::I64),
+        TensorElementType::Uint64 => grab!(u64, DType::U64),
+        TensorElementType::Bool => {
+            let (shape, data) = v.try_extract_tensor::<bool>()?;
+            Tensor { dtype: DType::Bool, dims: shape.to_vec(), data: TensorData::Raw(data.iter().map(|&b| b as u8).collect()) }
+        }
+        other => anyhow::bail!("outputs of type {other:?} are not supported"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_transformer_line;
+
+    #[test]
+    fn transformer_log_lines_parse() {
+        assert_eq!(parse_transformer_line("GraphTransformer ConstantFolding modified: 1"), Some("ConstantFolding"));
+        assert_eq!(
+            parse_transformer_line("GraphTransformer Level1_RuleBasedTransformer modified: 1 with status: OK"),
+            Some("Level1_RuleBasedTransformer")
+        );
+        assert_eq!(parse_transformer_line("GraphTransformer Level1_RuleBasedTransformer modified: 0"), None);
+        assert_eq!(parse_transformer_line("Removing initializer 'x'"), None);
+    }
+}

@@ -1,0 +1,361 @@
+//! Worker processes: `oatest worker --target T` serves length-prefixed bincode requests on stdin/stdout; the
+//! parent side (`Worker`) turns the wait status of a dead, hung or bloated worker into an `Outcome` and respawns.
+
+use super::{open, Config, NamedTensor, Outcome, Status, TargetKind};
+use anyhow::Context;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Serialize, Deserialize, Debug)]
+pub enum Request {
+    Hello,
+    Run { model: Vec<u8>, inputs: Vec<NamedTensor>, config: Config },
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub enum Response {
+    Hello { target: String, version: String, default_configs: Vec<Config> },
+    Outcome(Outcome),
+    /// The worker cannot serve (e.g. the compiler library failed to load).
+    Fatal(String),
+}
+
+/// The largest frame accepted (a model plus its inputs).
+const MAX_FRAME: usize = 1 << 30;
+
+pub fn write_frame<T: Serialize>(w: &mut impl Write, msg: &T) -> anyhow::Result<()> {
+    let bytes = bincode::serialize(msg)?;
+    w.write_all(&(bytes.len() as u32).to_le_bytes())?;
+    w.write_all(&bytes)?;
+    w.flush()?;
+    Ok(())
+}
+
+/// Reads one frame; `Ok(None)` at a clean end of stream.
+pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> anyhow::Result<Option<T>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    anyhow::ensure!(len <= MAX_FRAME, "frame of {len} bytes exceeds the limit");
+    let mut buf = vec![0u8; len];
+    r.read_exact(&mut buf)?;
+    Ok(Some(bincode::deserialize(&buf)?))
+}
+
+/// The child side: serve requests until stdin closes. Stdout is kept for frames only: anything a library
+/// prints to fd 1 goes to stderr instead.
+pub fn serve(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Result<()> {
+    // SAFETY: plain fd duplication at startup, before any other thread writes to stdout.
+    let frames_fd = unsafe {
+        let fd = libc::dup(1);
+        anyhow::ensure!(fd >= 0 && libc::dup2(2, 1) >= 0, "cannot redirect stdout");
+        fd
+    };
+    use std::os::fd::FromRawFd;
+    // SAFETY: frames_fd is a fresh descriptor owned by nobody else.
+    let mut out = std::io::BufWriter::new(unsafe { std::fs::File::from_raw_fd(frames_fd) });
+    let mut input = std::io::BufReader::new(std::io::stdin().lock());
+    let mut target = match open(kind, ort_lib) {
+        Ok(t) => t,
+        Err(e) => {
+            write_frame(&mut out, &Response::Fatal(format!("{e:#}")))?;
+            return Ok(());
+        }
+    };
+    while let Some(req) = read_frame::<Request>(&mut input)? {
+        let resp = match req {
+            Request::Hello => Response::Hello {
+                target: target.name().into(),
+                version: target.version(),
+                default_configs: target.default_configs(),
+            },
+            Request::Run { model, inputs, config } => Response::Outcome(target.run(&model, &inputs, &config)),
+        };
+        write_frame(&mut out, &resp)?;
+    }
+    Ok(())
+}
+
+/// How to start a worker.
+#[derive(Clone, Debug)]
+pub struct WorkerSpec {
+    /// The oatest executable (the worker is `oatest worker ...`).
+    pub exe: PathBuf,
+    pub kind: TargetKind,
+    pub ort_lib: Option<PathBuf>,
+    /// Per-request time limit.
+    pub timeout: Duration,
+    /// Address-space limit of the worker, in MiB.
+    pub mem_limit_mb: Option<u64>,
+}
+
+impl WorkerSpec {
+    pub fn new(kind: TargetKind) -> anyhow::Result<WorkerSpec> {
+        Ok(WorkerSpec {
+            exe: std::env::current_exe().context("cannot locate the oatest executable")?,
+            kind,
+            ort_lib: None,
+            timeout: Duration::from_secs(10),
+            mem_limit_mb: Some(8192),
+        })
+    }
+}
+
+/// What the worker said about itself at start.
+#[derive(Clone, Debug)]
+pub struct WorkerInfo {
+    pub target: String,
+    pub version: String,
+    pub default_configs: Vec<Config>,
+}
+
+struct Proc {
+    child: Child,
+    stdin: ChildStdin,
+    rx: Receiver<Option<Response>>,
+    stderr_tail: Arc<Mutex<VecDeque<u8>>>,
+}
+
+/// A worker process seen from the parent; restarted after every crash, hang or memory blow-up.
+pub struct Worker {
+    spec: WorkerSpec,
+    proc: Option<Proc>,
+    pub info: WorkerInfo,
+    /// How many times the worker process was (re)started.
+    pub starts: u64,
+}
+
+const TAIL: usize = 8192;
+
+impl Worker {
+    /// Starts a worker and waits for its greeting; a worker that cannot serve is an error with its reason.
+    pub fn start(spec: WorkerSpec) -> anyhow::Result<Worker> {
+        let mut w = Worker {
+            spec,
+            proc: None,
+            info: WorkerInfo { target: String::new(), version: String::new(), default_configs: Vec::new() },
+            starts: 0,
+        };
+        w.spawn()?;
+        Ok(w)
+    }
+
+    fn spawn(&mut self) -> anyhow::Result<()> {
+        let mut cmd = Command::new(&self.spec.exe);
+        cmd.arg("worker").arg("--target").arg(self.spec.kind.name());
+        if let Some(lib) = &self.spec.ort_lib {
+            cmd.arg("--ort-lib").arg(lib);
+        }
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let limit = self.spec.mem_limit_mb;
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only async-signal-safe calls (setrlimit, prctl) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if let Some(mb) = limit {
+                    let bytes = mb.saturating_mul(1 << 20);
+                    let rl = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
+                    libc::setrlimit(libc::RLIMIT_AS, &rl);
+                }
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().with_context(|| format!("cannot start worker {}", self.spec.exe.display()))?;
+        let stdin = child.stdin.take().expect("piped");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        let mut stderr = child.stderr.take().expect("piped");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || loop {
+            match read_frame::<Response>(&mut stdout) {
+                Ok(Some(r)) => {
+                    if tx.send(Some(r)).is_err() {
+                        break;
+                    }
+                }
+                _ => {
+                    let _ = tx.send(None);
+                    break;
+                }
+            }
+        });
+        let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL)));
+        let t2 = tail.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut t = t2.lock().unwrap();
+                t.extend(&buf[..n]);
+                while t.len() > TAIL {
+                    t.pop_front();
+                }
+            }
+        });
+        self.starts += 1;
+        let mut proc = Proc { child, stdin, rx, stderr_tail: tail };
+        write_frame(&mut proc.stdin, &Request::Hello).context("worker closed its input at start")?;
+        match proc.rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(Some(Response::Hello { target, version, default_configs })) => {
+                self.info = WorkerInfo { target, version, default_configs };
+                self.proc = Some(proc);
+                Ok(())
+            }
+            Ok(Some(Response::Fatal(msg))) => {
+                let _ = proc.child.wait();
+                anyhow::bail!("{} worker cannot start: {msg}", self.spec.kind.name())
+            }
+            other => {
+                let _ = proc.child.kill();
+                let status = proc.child.wait().ok();
+                let tail = tail_text(&proc.stderr_tail);
+                anyhow::bail!("{} worker failed at start ({other:?}, {status:?}): {tail}", self.spec.kind.name())
+            }
+        }
+    }
+
+    /// Runs one model under one configuration. Never fails: a dead or stuck worker is the outcome.
+    pub fn run(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome {
+        if self.proc.is_none() {
+            if let Err(e) = self.spawn() {
+                return Outcome::failed(config, Status::Error { message: format!("worker restart failed: {e:#}") }, 0.0);
+            }
+        }
+        let proc = self.proc.as_mut().expect("spawned");
+        let start = Instant::now();
+        let req = Request::Run { model: model.to_vec(), inputs: inputs.to_vec(), config: config.clone() };
+        let sent = write_frame(&mut proc.stdin, &req);
+        let got = if sent.is_ok() { proc.rx.recv_timeout(self.spec.timeout) } else { Err(RecvTimeoutError::Disconnected) };
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        match got {
+            Ok(Some(Response::Outcome(o))) => o,
+            Ok(Some(other)) => {
+                self.kill();
+                Outcome::failed(config, Status::Error { message: format!("worker protocol error: {other:?}") }, ms)
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                self.kill();
+                Outcome::failed(config, Status::Timeout { limit_ms: self.spec.timeout.as_millis() as u64 }, ms)
+            }
+            Ok(None) | Err(RecvTimeoutError::Disconnected) => {
+                let mut proc = self.proc.take().expect("present");
+                // the frame stream ended: the process is dying, or broke the protocol and must go
+                let deadline = Instant::now() + Duration::from_millis(2000);
+                while Instant::now() < deadline && matches!(proc.child.try_wait(), Ok(None)) {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                let _ = proc.child.kill();
+                let status = proc.child.wait();
+                // let the stderr reader drain what the dying process wrote
+                std::thread::sleep(Duration::from_millis(20));
+                let tail = tail_text(&proc.stderr_tail);
+                Outcome::failed(config, classify(status.ok(), &tail), ms)
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            drop(p.stdin);
+            let deadline = Instant::now() + Duration::from_millis(500);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = p.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+    }
+}
+
+fn tail_text(t: &Mutex<VecDeque<u8>>) -> String {
+    let t = t.lock().unwrap();
+    let bytes: Vec<u8> = t.iter().copied().collect();
+    let s = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(3)..].join(" | ")
+}
+
+/// Messages that mean the worker ran out of memory.
+const OOM_MARKERS: &[&str] = &["memory allocation of", "bad_alloc", "Cannot allocate memory", "out of memory"];
+
+/// The status of a worker that stopped answering, from its wait status and last words.
+pub fn classify(status: Option<std::process::ExitStatus>, stderr_tail: &str) -> Status {
+    use std::os::unix::process::ExitStatusExt;
+    if OOM_MARKERS.iter().any(|m| stderr_tail.contains(m)) {
+        return Status::Oom { message: stderr_tail.to_string() };
+    }
+    match status {
+        Some(s) if s.signal().is_some() => Status::Crash { signal: s.signal(), message: stderr_tail.to_string() },
+        Some(s) => Status::Crash { signal: None, message: format!("worker exited with {s}: {stderr_tail}") },
+        None => Status::Crash { signal: None, message: format!("worker vanished: {stderr_tail}") },
+    }
+}
+
+/// N workers, each used by one thread at a time.
+pub struct Pool {
+    workers: Vec<Mutex<Worker>>,
+}
+
+impl Pool {
+    pub fn start(spec: &WorkerSpec, n: usize) -> anyhow::Result<Pool> {
+        let workers = (0..n.max(1)).map(|_| Worker::start(spec.clone()).map(Mutex::new)).collect::<anyhow::Result<_>>()?;
+        Ok(Pool { workers })
+    }
+
+    pub fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.workers.is_empty()
+    }
+
+    pub fn info(&self) -> WorkerInfo {
+        self.workers[0].lock().unwrap().info.clone()
+    }
+
+    /// Applies `f` to every item, spreading them over the workers; results come back in item order.
+    pub fn map<T: Send, R: Send>(&self, items: Vec<T>, f: impl Fn(&mut Worker, T) -> R + Sync) -> Vec<R> {
+        let n = items.len();
+        let queue = Mutex::new(items.into_iter().enumerate().collect::<VecDeque<_>>());
+        let results = Mutex::new((0..n).map(|_| None).collect::<Vec<Option<R>>>());
+        std::thread::scope(|s| {
+            for w in &self.workers {
+                let (queue, results, f) = (&queue, &results, &f);
+                s.spawn(move || {
+                    let mut worker = w.lock().unwrap();
+                    loop {
+                        let Some((i, item)) = queue.lock().unwrap().pop_front() else { break };
+                        let r = f(&mut worker, item);
+                        results.lock().unwrap()[i] = Some(r);
+                    }
+                });
+            }
+        });
+        results.into_inner().unwrap().into_iter().map(|r| r.expect("every item ran")).collect()
+    }
+}
