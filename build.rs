@@ -5,7 +5,9 @@ fn main() {
     let tract = lock
         .split("[[package]]")
         .find(|p| p.contains("name = \"tract-onnx\""))
-        .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = \"")).map(|v| v.trim_end_matches('"').to_string()))
+        .and_then(|p| {
+            p.lines().find_map(|l| l.strip_prefix("version = \"")).map(|v| v.trim_end_matches('"').to_string())
+        })
         .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=OATEST_TRACT_VERSION={tract}");
     println!("cargo:rerun-if-changed=proto/onnx-ml.proto");

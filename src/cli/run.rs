@@ -38,6 +38,9 @@ pub struct RunArgs {
     /// Worker address-space limit in MiB.
     #[arg(long, default_value_t = 8192)]
     pub mem_mb: u64,
+    /// Also attribute rewrite rules inside rule-based passes (ORT: one extra session per rule when one fired).
+    #[arg(long)]
+    pub attribute_rules: bool,
     /// Worker processes (default: number of cores).
     #[arg(long)]
     pub jobs: Option<usize>,
@@ -73,20 +76,27 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     spec.ort_lib = a.ort_lib.clone();
     spec.timeout = Duration::from_millis(a.timeout_ms);
     spec.mem_limit_mb = Some(a.mem_mb);
-    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).min(files.len());
+    let jobs =
+        a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).min(files.len());
     let pool = Pool::start(&spec, jobs)?;
     let info = pool.info();
-    let configs = if configs.is_empty() { info.default_configs.clone() } else { configs };
+    let mut configs = if configs.is_empty() { info.default_configs.clone() } else { configs };
+    configs.iter_mut().for_each(|c| c.attribute_rules = a.attribute_rules);
     if !a.json {
         println!("target {} {}", info.target, info.version);
     }
     let results = pool.map(files, |w, path| -> (PathBuf, anyhow::Result<Vec<Outcome>>) {
         let r = (|| {
             let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            let model = onnx::decode_model(&bytes).with_context(|| format!("{}: cannot import ONNX model", path.display()))?;
+            let model =
+                onnx::decode_model(&bytes).with_context(|| format!("{}: cannot import ONNX model", path.display()))?;
             let feeds = match &a.inputs {
                 Some(p) => inputs::read(p, &model.graph)?,
-                None => inputs::generate(&model.graph, a.seed).with_context(|| format!("{}: cannot generate inputs", path.display()))?,
+                // without inputs the model is still compiled (passes fire); running it then fails with a message
+                None => inputs::generate(&model.graph, a.seed).unwrap_or_else(|e| {
+                    eprintln!("warning: {}: cannot generate inputs ({e:#}); compiling only", path.display());
+                    Vec::new()
+                }),
             };
             Ok(configs.iter().map(|c| w.run(&bytes, &feeds, c)).collect())
         })();
@@ -116,7 +126,15 @@ fn print_outcomes(path: &std::path::Path, outcomes: &[Outcome], json: bool) -> a
                 message: o.status.message(),
                 passes_fired: &o.passes_fired,
                 time_ms: o.time_ms,
-                outputs: o.outputs.iter().map(|t| OutputRow { name: t.name.clone(), dtype: t.tensor.dtype.name(), shape: t.tensor.dims.clone() }).collect(),
+                outputs: o
+                    .outputs
+                    .iter()
+                    .map(|t| OutputRow {
+                        name: t.name.clone(),
+                        dtype: t.tensor.dtype.name(),
+                        shape: t.tensor.dims.clone(),
+                    })
+                    .collect(),
             };
             println!("{}", serde_json::to_string(&row)?);
         } else {

@@ -42,6 +42,12 @@ impl Target for FaultTarget {
                 _ => {}
             }
         }
-        Outcome { config: config.clone(), status: Status::Ok, outputs: inputs.to_vec(), passes_fired: Vec::new(), time_ms: 0.0 }
+        Outcome {
+            config: config.clone(),
+            status: Status::Ok,
+            outputs: inputs.to_vec(),
+            passes_fired: Vec::new(),
+            time_ms: 0.0,
+        }
     }
 }

@@ -25,7 +25,9 @@ fn range_for(g: &Graph, name: &str) -> Range {
     for (id, slot) in g.consumers(name) {
         let op = g.node(id).op.name.as_str();
         match (op, slot) {
-            ("Gather" | "GatherElements" | "GatherND" | "ScatterElements" | "ScatterND" | "OneHot", 1) => return Range::Index,
+            ("Gather" | "GatherElements" | "GatherND" | "ScatterElements" | "ScatterND" | "OneHot", 1) => {
+                return Range::Index
+            }
             ("Log" | "Sqrt" | "Reciprocal" | "Rsqrt", 0) | ("Pow", 0) | ("Div" | "Mod", 1) => r = Range::Positive,
             _ => {}
         }
@@ -37,9 +39,11 @@ fn range_for(g: &Graph, name: &str) -> Range {
 pub fn generate(g: &Graph, seed: u64) -> anyhow::Result<Vec<NamedTensor>> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut out = Vec::new();
+    let mut total = 0usize;
     for name in g.inputs.iter().filter(|n| !g.initializers.contains_key(*n)) {
         let ty = g.tensor_type(name).with_context(|| format!("graph input '{name}' is not a tensor"))?;
-        let shape = ty.shape.clone().with_context(|| format!("graph input '{name}' has no shape"))?;
+        // an input of unknown rank gets shape [1]: the compiler still optimizes; running may then fail
+        let shape = ty.shape.clone().unwrap_or_else(|| vec![Dim::Fixed(1)]);
         let dims: Vec<usize> = shape
             .iter()
             .map(|d| match d {
@@ -48,6 +52,22 @@ pub fn generate(g: &Graph, seed: u64) -> anyhow::Result<Vec<NamedTensor>> {
             })
             .collect();
         let n: usize = dims.iter().product();
+        total = total.saturating_add(n.saturating_mul(ty.dtype.size().unwrap_or(8)));
+        anyhow::ensure!(
+            total <= super::worker::MAX_INPUT_BYTES,
+            "inputs would exceed {} bytes (input '{name}' has shape {dims:?})",
+            super::worker::MAX_INPUT_BYTES
+        );
+        if ty.dtype == DType::Str {
+            let data = (0..n).map(|i| format!("s{}", i % 3).into_bytes()).collect();
+            let tensor = Tensor {
+                dtype: DType::Str,
+                dims: dims.iter().map(|&d| d as i64).collect(),
+                data: crate::graph::TensorData::Strings(data),
+            };
+            out.push(NamedTensor { name: name.clone(), tensor });
+            continue;
+        }
         anyhow::ensure!(ty.dtype.size().is_some(), "graph input '{name}' has unsupported type {}", ty.dtype);
         let range = range_for(g, name);
         let vals: Vec<f64> = (0..n).map(|_| value(&mut rng, ty.dtype, range)).collect();
@@ -88,7 +108,10 @@ pub fn read(path: &Path, g: &Graph) -> anyhow::Result<Vec<NamedTensor>> {
         std::fs::read_dir(path)
             .with_context(|| format!("cannot list {}", path.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "pb") && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("input")))
+            .filter(|p| {
+                p.extension().is_some_and(|x| x == "pb")
+                    && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("input"))
+            })
             .collect()
     } else {
         vec![path.to_path_buf()]
@@ -104,9 +127,13 @@ pub fn read(path: &Path, g: &Graph) -> anyhow::Result<Vec<NamedTensor>> {
         .enumerate()
         .map(|(k, f)| {
             let bytes = std::fs::read(f).with_context(|| format!("cannot read {}", f.display()))?;
-            let (name, tensor) = onnx::decode_tensor(&bytes).with_context(|| format!("{}: not a TensorProto", f.display()))?;
+            let (name, tensor) =
+                onnx::decode_tensor(&bytes).with_context(|| format!("{}: not a TensorProto", f.display()))?;
             let name = if name.is_empty() {
-                names.get(k).map(|s| s.to_string()).with_context(|| format!("{}: more inputs than the model takes", f.display()))?
+                names
+                    .get(k)
+                    .map(|s| s.to_string())
+                    .with_context(|| format!("{}: more inputs than the model takes", f.display()))?
             } else {
                 name
             };

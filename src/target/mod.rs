@@ -43,11 +43,13 @@ pub struct Config {
     pub level: Level,
     pub disabled: Vec<String>,
     pub threads: usize,
+    /// Also find which rewrite rules inside rule-based passes fired (costs one session per rule).
+    pub attribute_rules: bool,
 }
 
 impl Config {
     pub fn level(level: Level) -> Config {
-        Config { level, disabled: Vec::new(), threads: 1 }
+        Config { level, disabled: Vec::new(), threads: 1, attribute_rules: false }
     }
 
     /// Parses `LEVEL[:-Pass1;-Pass2...]` (e.g. `all`, `extended:-ConstantFolding;-GeluFusionL1`,
@@ -59,9 +61,9 @@ impl Config {
                     .split(';')
                     .filter(|p| !p.is_empty())
                     .map(|p| {
-                        p.strip_prefix('-')
-                            .map(str::to_string)
-                            .ok_or_else(|| anyhow::anyhow!("config '{s}': '{p}' must start with '-' (a pass to disable)"))
+                        p.strip_prefix('-').map(str::to_string).ok_or_else(|| {
+                            anyhow::anyhow!("config '{s}': '{p}' must start with '-' (a pass to disable)")
+                        })
                     })
                     .collect::<anyhow::Result<Vec<_>>>()?;
                 (h, names)
@@ -81,7 +83,7 @@ impl Config {
             other => anyhow::bail!("config '{s}': unknown level '{other}' (disable, basic, extended, layout, all)"),
         };
         anyhow::ensure!(threads >= 1, "config '{s}': threads must be >= 1");
-        Ok(Config { level, disabled, threads })
+        Ok(Config { level, disabled, threads, attribute_rules: false })
     }
 }
 
@@ -112,13 +114,22 @@ pub struct NamedTensor {
 pub enum Status {
     Ok,
     /// The compiler refused or failed with a message (load, compile or run).
-    Error { message: String },
+    Error {
+        message: String,
+    },
     /// The worker died from a signal (or exited abnormally) while compiling or running.
-    Crash { signal: Option<i32>, message: String },
+    Crash {
+        signal: Option<i32>,
+        message: String,
+    },
     /// The per-test time limit passed.
-    Timeout { limit_ms: u64 },
+    Timeout {
+        limit_ms: u64,
+    },
     /// The worker exceeded its memory limit.
-    Oom { message: String },
+    Oom {
+        message: String,
+    },
 }
 
 impl Status {
@@ -136,7 +147,9 @@ impl Status {
         match self {
             Status::Ok => String::new(),
             Status::Error { message } | Status::Oom { message } => message.clone(),
-            Status::Crash { signal: Some(s), message } => format!("killed by signal {s} ({}) {message}", signal_name(*s)),
+            Status::Crash { signal: Some(s), message } => {
+                format!("killed by signal {s} ({}) {message}", signal_name(*s))
+            }
             Status::Crash { signal: None, message } => message.clone(),
             Status::Timeout { limit_ms } => format!("no result within {limit_ms} ms"),
         }

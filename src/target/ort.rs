@@ -129,6 +129,60 @@ impl OrtTarget {
     }
 }
 
+/// The rewrite rules inside ORT's rule-based transformers, by container (from ORT 1.31's
+/// optimizer registration; ../shared/corpora/ort-transform-testdata/TRANSFORMERS.txt). Rules are not logged one
+/// by one: a rule fired if its container still modifies the graph when every other rule of it is disabled.
+pub const RULE_CONTAINERS: &[(&str, &[&str])] = &[
+    (
+        "Level1_RuleBasedTransformer",
+        &[
+            "EliminateIdentity",
+            "EliminateSlice",
+            "UnsqueezeElimination",
+            "EliminateDropout",
+            "ExpandElimination",
+            "CastElimination",
+            "CastChainElimination",
+            "PreShapeNodeElimination",
+            "NoopElimination",
+            "DivMulFusion",
+            "FuseReluClip",
+            "GemmSumFusion",
+            "GemmTransposeFusion",
+            "NotWhereFusion",
+            "ConvAddFusion",
+            "ConvMulFusion",
+            "ConvBNFusion",
+            "Pad_Fusion",
+            "MatMul_BatchNormalization_Fusion",
+            "LabelEncoderFusion",
+        ],
+    ),
+    ("Level2_RuleBasedTransformer", &["ClipQuantRewrite", "ReluQuantRewrite", "GemmTransposeFusion"]),
+];
+
+impl OrtTarget {
+    /// The rewrite rules that fired, for each rule container in `fired`: one extra session per rule, with every
+    /// other rule of the container disabled.
+    fn fired_rules(&self, model: &[u8], config: &Config, fired: &[String]) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (container, rules) in RULE_CONTAINERS.iter().filter(|(c, _)| fired.iter().any(|f| f == c)) {
+            for rule in rules.iter().filter(|r| !config.disabled.iter().any(|d| d == *r)) {
+                let mut c = config.clone();
+                c.disabled.extend(rules.iter().filter(|r| *r != rule).map(|r| r.to_string()));
+                let probe = Arc::new(Mutex::new(Vec::new()));
+                if self.session(model, &c, probe.clone()).is_ok()
+                    && probe.lock().unwrap().iter().any(|p| p == container)
+                    && !out.iter().any(|o| o == rule)
+                {
+                    out.push(rule.to_string());
+                }
+            }
+        }
+        out
+    }
+}
+
 /// `Some(name)` for a log line saying transformer `name` modified the graph.
 pub fn parse_transformer_line(msg: &str) -> Option<&str> {
     let rest = msg.trim().strip_prefix("GraphTransformer ")?;
@@ -144,17 +198,35 @@ impl Target for OrtTarget {
         self.version.clone()
     }
     fn default_configs(&self) -> Vec<Config> {
-        vec![Config::level(Level::Disable), Config::level(Level::Basic), Config::level(Level::Extended), Config::level(Level::All)]
+        vec![
+            Config::level(Level::Disable),
+            Config::level(Level::Basic),
+            Config::level(Level::Extended),
+            Config::level(Level::All),
+        ]
     }
     fn run(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome {
         let start = Instant::now();
         let fired = Arc::new(Mutex::new(Vec::new()));
-        let result = self.session(model, config, fired.clone()).map_err(|e| e.to_string()).and_then(|mut s| run_session(&mut s, inputs));
+        let result = self
+            .session(model, config, fired.clone())
+            .map_err(|e| e.to_string())
+            .and_then(|mut s| run_session(&mut s, inputs));
         let time_ms = start.elapsed().as_secs_f64() * 1e3;
-        let passes_fired = std::mem::take(&mut *fired.lock().unwrap());
+        let mut passes_fired = std::mem::take(&mut *fired.lock().unwrap());
+        if config.attribute_rules {
+            let rules = self.fired_rules(model, config, &passes_fired);
+            passes_fired.extend(rules);
+        }
         match result {
             Ok(outputs) => Outcome { config: config.clone(), status: Status::Ok, outputs, passes_fired, time_ms },
-            Err(message) => Outcome { config: config.clone(), status: Status::Error { message }, outputs: Vec::new(), passes_fired, time_ms },
+            Err(message) => Outcome {
+                config: config.clone(),
+                status: Status::Error { message },
+                outputs: Vec::new(),
+                passes_fired,
+                time_ms,
+            },
         }
     }
 }
@@ -168,21 +240,30 @@ fn run_session(s: &mut Session, inputs: &[NamedTensor]) -> Result<Vec<NamedTenso
     let outputs = s.run(values).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for (name, v) in outputs.iter() {
-        out.push(NamedTensor { name: name.to_string(), tensor: from_ort(&v).map_err(|e| format!("output '{name}': {e}"))? });
+        out.push(NamedTensor {
+            name: name.to_string(),
+            tensor: from_ort(&v).map_err(|e| format!("output '{name}': {e}"))?,
+        });
     }
     Ok(out)
 }
 
 macro_rules! le_vec {
     ($raw:expr, $t:ty) => {
-        $raw.chunks_exact(std::mem::size_of::<$t>()).map(|c| <$t>::from_le_bytes(c.try_into().unwrap())).collect::<Vec<$t>>()
+        $raw.chunks_exact(std::mem::size_of::<$t>())
+            .map(|c| <$t>::from_le_bytes(c.try_into().unwrap()))
+            .collect::<Vec<$t>>()
     };
 }
 
 fn to_ort(t: &Tensor) -> anyhow::Result<DynValue> {
-    let raw = t.raw().context("string tensors are not supported as inputs")?;
-    let shape = t.dims.clone();
     use ort::value::Tensor as T;
+    let shape = t.dims.clone();
+    if let TensorData::Strings(s) = &t.data {
+        let v: Vec<String> = s.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect();
+        return Ok(T::from_string_array((shape, v.as_slice()))?.into_dyn());
+    }
+    let raw = t.raw().context("no raw data")?;
     Ok(match t.dtype {
         DType::F32 => T::from_array((shape, le_vec!(raw, f32)))?.into_dyn(),
         DType::F64 => T::from_array((shape, le_vec!(raw, f64)))?.into_dyn(),
@@ -222,9 +303,21 @@ fn from_ort(v: &DynValue) -> anyhow::Result<Tensor> {
         TensorElementType::Uint32 => grab!(u32, DType::U32),
         TensorElementType::Int64 => grab!(i64, DType::I64),
         TensorElementType::Uint64 => grab!(u64, DType::U64),
+        TensorElementType::String => {
+            let (shape, data) = v.try_extract_strings()?;
+            Tensor {
+                dtype: DType::Str,
+                dims: shape.to_vec(),
+                data: TensorData::Strings(data.into_iter().map(String::into_bytes).collect()),
+            }
+        }
         TensorElementType::Bool => {
             let (shape, data) = v.try_extract_tensor::<bool>()?;
-            Tensor { dtype: DType::Bool, dims: shape.to_vec(), data: TensorData::Raw(data.iter().map(|&b| b as u8).collect()) }
+            Tensor {
+                dtype: DType::Bool,
+                dims: shape.to_vec(),
+                data: TensorData::Raw(data.iter().map(|&b| b as u8).collect()),
+            }
         }
         other => anyhow::bail!("outputs of type {other:?} are not supported"),
     })

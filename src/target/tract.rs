@@ -61,14 +61,20 @@ fn ops(m: &TypedModel) -> Vec<String> {
 }
 
 /// Runs the model; `fired` gets `declutter` / `optimize` when that stage changed the graph.
-fn compile_and_run(model: &[u8], inputs: &[NamedTensor], level: Level, fired: &mut Vec<String>) -> TractResult<Vec<NamedTensor>> {
+fn compile_and_run(
+    model: &[u8],
+    inputs: &[NamedTensor],
+    level: Level,
+    fired: &mut Vec<String>,
+) -> TractResult<Vec<NamedTensor>> {
     let mut m = tract_onnx::onnx().model_for_read(&mut &model[..])?;
     let mut values: TVec<TValue> = tvec![];
     let outlets = m.input_outlets()?.to_vec();
     for (i, outlet) in outlets.iter().enumerate() {
         let name = m.node(outlet.node).name.clone();
         let t = inputs.iter().find(|t| t.name == name).ok_or_else(|| anyhow::anyhow!("no value for input '{name}'"))?;
-        let dt = datum(t.tensor.dtype).ok_or_else(|| anyhow::anyhow!("input '{name}': unsupported type {}", t.tensor.dtype))?;
+        let dt = datum(t.tensor.dtype)
+            .ok_or_else(|| anyhow::anyhow!("input '{name}': unsupported type {}", t.tensor.dtype))?;
         let shape: Vec<usize> = t.tensor.dims.iter().map(|&d| d as usize).collect();
         let raw = t.tensor.raw().ok_or_else(|| anyhow::anyhow!("input '{name}': no raw data"))?;
         // SAFETY: raw holds exactly numel * size_of(dt) bytes in little-endian layout (checked on import).
@@ -102,7 +108,8 @@ fn compile_and_run(model: &[u8], inputs: &[NamedTensor], level: Level, fired: &m
     out.into_iter()
         .zip(names)
         .map(|(v, name)| {
-            let d = dtype(v.datum_type()).ok_or_else(|| anyhow::anyhow!("output '{name}' has type {:?}", v.datum_type()))?;
+            let d = dtype(v.datum_type())
+                .ok_or_else(|| anyhow::anyhow!("output '{name}' has type {:?}", v.datum_type()))?;
             let dims = v.shape().iter().map(|&x| x as i64).collect();
             Ok(NamedTensor { name, tensor: Tensor { dtype: d, dims, data: TensorData::Raw(v.as_bytes().to_vec()) } })
         })
@@ -122,13 +129,19 @@ impl Target for TractTarget {
     fn run(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome {
         let start = Instant::now();
         let mut passes_fired = Vec::new();
-        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile_and_run(model, inputs, config.level, &mut passes_fired)));
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            compile_and_run(model, inputs, config.level, &mut passes_fired)
+        }));
         let time_ms = start.elapsed().as_secs_f64() * 1e3;
         let (status, outputs) = match res {
             Ok(Ok(out)) => (Status::Ok, out),
             Ok(Err(e)) => (Status::Error { message: format!("{e:#}") }, Vec::new()),
             Err(p) => {
-                let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
                 (Status::Crash { signal: None, message: format!("tract panicked: {msg}") }, Vec::new())
             }
         };

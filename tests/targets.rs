@@ -1,0 +1,163 @@
+//! Targets in workers: crashes, aborts, hangs and memory blow-ups are detected, recorded and survived; ORT's
+//! pass-call instrumentation and pass disabling work on ORT's own optimizer test models.
+//!
+//! The ORT tests need the onnxruntime wheel in .venv (scripts/setup.sh installs it) and
+//! ../shared/corpora/ort-transform-testdata; without them they fail with the reason.
+
+use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, Tensor, TensorType};
+use oatest::target::worker::{Worker, WorkerSpec};
+use oatest::target::{Config, Level, NamedTensor, Status, TargetKind};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+fn spec(kind: TargetKind) -> WorkerSpec {
+    let mut s = WorkerSpec::new(kind).unwrap();
+    s.exe = PathBuf::from(env!("CARGO_BIN_EXE_oatest"));
+    s.timeout = Duration::from_millis(1500);
+    s.mem_limit_mb = Some(1024);
+    s
+}
+
+/// A one-node model; `fault` goes into the metadata the fault target obeys.
+fn model(fault: Option<&str>) -> Vec<u8> {
+    let mut g = Graph::new("g");
+    let t = TensorType::new(DType::F32, &[2]);
+    g.add_input("x", t.clone());
+    g.add_node(Node::new("n", OpId::onnx("Relu"), vec!["x".into()], vec!["y".into()])).unwrap();
+    g.add_output("y", t);
+    let mut m = Model::new(g);
+    if let Some(f) = fault {
+        m.metadata.push(("oatest.fault".into(), f.into()));
+    }
+    onnx::encode_model(&m)
+}
+
+fn inputs() -> Vec<NamedTensor> {
+    vec![NamedTensor { name: "x".into(), tensor: Tensor::from_f32(&[2], &[1.0, -1.0]) }]
+}
+
+#[test]
+fn every_kind_of_worker_death_is_an_outcome_and_the_next_test_runs() {
+    let mut w = Worker::start(spec(TargetKind::Fault)).unwrap();
+    let opt = Config::level(Level::All);
+    let cases: [(&str, fn(&Status) -> bool); 5] = [
+        ("segfault", |s| matches!(s, Status::Crash { signal: Some(11), .. })),
+        ("abort", |s| matches!(s, Status::Crash { signal: Some(6), .. })),
+        ("hang", |s| matches!(s, Status::Timeout { limit_ms: 1500 })),
+        ("oom", |s| matches!(s, Status::Oom { .. })),
+        ("exit", |s| matches!(s, Status::Crash { signal: None, .. })),
+    ];
+    for (i, (fault, expect)) in cases.iter().enumerate() {
+        let o = w.run(&model(Some(fault)), &inputs(), &opt);
+        assert!(expect(&o.status), "{fault}: got {:?}", o.status);
+        // the unoptimized configuration of the same model, on the restarted worker, is fine
+        let ok = w.run(&model(Some(fault)), &inputs(), &Config::level(Level::Disable));
+        assert_eq!(ok.status, Status::Ok, "after {fault}");
+        assert_eq!(ok.outputs, inputs());
+        assert_eq!(w.starts, i as u64 + 2, "one restart per death");
+    }
+}
+
+#[test]
+fn oatest_run_reports_a_crash_as_an_outcome_and_exits_normally() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crash.onnx");
+    std::fs::write(&path, model(Some("segfault"))).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_oatest"))
+        .args(["run", path.to_str().unwrap(), "--target", "fault", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["config"], "disable");
+    assert_eq!(rows[0]["status"], "ok");
+    assert_eq!(rows[1]["status"], "crash");
+    assert!(rows[1]["message"].as_str().unwrap().contains("SIGSEGV"));
+    for key in ["config", "status", "message", "passes_fired", "time_ms"] {
+        assert!(rows[1].get(key).is_some(), "missing {key}");
+    }
+}
+
+#[test]
+fn tract_runs_decluttered_and_optimized() {
+    let mut w = Worker::start(spec(TargetKind::Tract)).unwrap();
+    for level in [Level::Disable, Level::All] {
+        let o = w.run(&model(None), &inputs(), &Config::level(level));
+        assert_eq!(o.status, Status::Ok);
+        assert_eq!(o.outputs[0].tensor, Tensor::from_f32(&[2], &[1.0, 0.0]));
+    }
+    let o = w.run(&model(None), &inputs(), &Config::level(Level::Basic));
+    assert!(matches!(o.status, Status::Error { .. }), "tract has no basic level");
+}
+
+fn corpus() -> PathBuf {
+    let p = std::env::var_os("OATEST_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"))
+        .join("corpora/ort-transform-testdata");
+    assert!(p.is_dir(), "{} is missing (set OATEST_SHARED to the shared/ directory)", p.display());
+    p
+}
+
+fn ort_fired(w: &mut Worker, file: &str, config: &Config) -> Vec<String> {
+    let path = corpus().join(file);
+    let bytes = std::fs::read(&path).unwrap();
+    let m = onnx::decode_model(&bytes).unwrap();
+    let feeds = oatest::target::inputs::generate(&m.graph, 0).unwrap();
+    let o = w.run(&bytes, &feeds, config);
+    assert_eq!(o.status, Status::Ok, "{file} under {config}");
+    o.passes_fired
+}
+
+fn ort_worker() -> Worker {
+    Worker::start(spec(TargetKind::Ort)).expect("ORT worker (run scripts/setup.sh to install onnxruntime into .venv)")
+}
+
+#[test]
+fn disabling_a_level1_rule_by_name_stops_it_firing() {
+    let mut w = ort_worker();
+    assert!(w.info.version.starts_with("1."), "{}", w.info.version);
+    let mut c = Config::level(Level::Basic);
+    c.attribute_rules = true;
+    let fired = ort_fired(&mut w, "abs-id.onnx", &c);
+    assert!(fired.contains(&"EliminateIdentity".to_string()), "{fired:?}");
+    assert!(fired.contains(&"Level1_RuleBasedTransformer".to_string()), "{fired:?}");
+    c.disabled = vec!["EliminateIdentity".into()];
+    let fired = ort_fired(&mut w, "abs-id.onnx", &c);
+    assert!(!fired.iter().any(|p| p == "EliminateIdentity" || p == "Level1_RuleBasedTransformer"), "{fired:?}");
+}
+
+#[test]
+fn disabling_a_level2_transformer_by_name_stops_it_firing() {
+    let mut w = ort_worker();
+    let mut c = Config::level(Level::Extended);
+    let fired = ort_fired(&mut w, "fusion/conv_relu.onnx", &c);
+    assert!(fired.contains(&"ConvActivationFusion".to_string()), "{fired:?}");
+    // a comma list is silently ignored by ORT; oatest always joins with ';'
+    c.disabled = vec!["ConvActivationFusion".into(), "NchwcTransformer".into()];
+    let fired = ort_fired(&mut w, "fusion/conv_relu.onnx", &c);
+    assert!(!fired.contains(&"ConvActivationFusion".to_string()), "{fired:?}");
+}
+
+#[test]
+fn across_ort_optimizer_tests_at_level_all_at_least_30_transformers_fire() {
+    let out = Command::new(env!("CARGO_BIN_EXE_oatest"))
+        .args(["run", corpus().to_str().unwrap(), "--target", "ort", "--config", "all", "--json", "--jobs", "2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut fired = std::collections::BTreeSet::new();
+    let mut rows = 0;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        rows += 1;
+        for p in v["passes_fired"].as_array().unwrap() {
+            fired.insert(p.as_str().unwrap().to_string());
+        }
+    }
+    assert!(rows >= 440, "only {rows} models ran");
+    assert!(fired.len() >= 30, "only {} transformers fired: {fired:?}", fired.len());
+}
