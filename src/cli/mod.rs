@@ -1,6 +1,7 @@
 //! Command-line interface: clap definitions, one small file per subcommand, each parsed once into a validated
 //! configuration that calls the library.
 
+mod bench;
 mod check;
 mod convert;
 mod doctor;
@@ -32,6 +33,8 @@ pub enum Command {
     Convert(convert::ConvertArgs),
     /// Run models under a target's differential configurations (in worker processes) and print the outcomes.
     Run(run::RunArgs),
+    /// Measure oatest's own costs (worker overhead versus calling the target directly).
+    Bench(bench::BenchArgs),
     /// Show which compilers are reachable, where they were found and their versions.
     Doctor(doctor::DoctorArgs),
     /// Internal: host a target and serve run requests on stdin/stdout.
@@ -47,6 +50,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Convert(c) => convert::run(c),
         Command::Run(c) => run::run(c),
         Command::Doctor(c) => doctor::run(c),
+        Command::Bench(c) => bench::run(c),
         Command::Worker(c) => worker::run(c),
     }
 }

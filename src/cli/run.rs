@@ -98,7 +98,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
                     Vec::new()
                 }),
             };
-            Ok(configs.iter().map(|c| w.run(&bytes, &feeds, c)).collect())
+            Ok(w.run_configs(&bytes, &feeds, &configs))
         })();
         (path, r)
     });

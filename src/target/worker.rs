@@ -8,14 +8,30 @@ use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Serialize, Deserialize, Debug)]
 pub enum Request {
     Hello,
-    Run { model: Vec<u8>, inputs: Vec<NamedTensor>, config: Config },
+    /// Run the model under each configuration; one `Response::Outcome` comes back per configuration.
+    Run {
+        model: Vec<u8>,
+        inputs: Vec<NamedTensor>,
+        configs: Vec<Config>,
+    },
+}
+
+/// The parent's view of [`Request`]: the same encoding, without copying the model and inputs.
+#[derive(Serialize)]
+enum RequestRef<'a> {
+    #[allow(dead_code)]
+    Hello,
+    Run {
+        model: &'a [u8],
+        inputs: &'a [NamedTensor],
+        configs: &'a [Config],
+    },
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -79,28 +95,35 @@ pub fn serve(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Re
         }
     };
     while let Some(req) = read_frame::<Request>(&mut input)? {
-        let resp = match req {
-            Request::Hello => Response::Hello {
-                target: target.name().into(),
-                version: target.version(),
-                default_configs: target.default_configs(),
-            },
-            Request::Run { model, inputs, config } => Response::Outcome(target.run(&model, &inputs, &config)),
-        };
-        let resp = match resp {
-            Response::Outcome(mut o) if bincode::serialized_size(&o).unwrap_or(u64::MAX) > MAX_FRAME as u64 => {
-                let bytes: usize = o.outputs.iter().map(|t| t.tensor.raw().map_or(0, |r| r.len())).sum();
-                o.outputs.clear();
-                o.status = Status::Error {
-                    message: format!("outputs of {bytes} bytes exceed oatest's {MAX_FRAME}-byte frame limit"),
+        match req {
+            Request::Hello => {
+                let hello = Response::Hello {
+                    target: target.name().into(),
+                    version: target.version(),
+                    default_configs: target.default_configs(),
                 };
-                Response::Outcome(o)
+                write_frame(&mut out, &hello)?;
             }
-            r => r,
-        };
-        write_frame(&mut out, &resp)?;
+            Request::Run { model, inputs, configs } => {
+                for config in &configs {
+                    let o = fit_frame(target.run(&model, &inputs, config));
+                    write_frame(&mut out, &Response::Outcome(o))?;
+                }
+            }
+        }
     }
     Ok(())
+}
+
+/// An outcome whose outputs would not fit in a frame keeps its passes but loses its outputs, with a message.
+fn fit_frame(mut o: Outcome) -> Outcome {
+    if bincode::serialized_size(&o).unwrap_or(u64::MAX) > MAX_FRAME as u64 {
+        let bytes: usize = o.outputs.iter().map(|t| t.tensor.raw().map_or(0, |r| r.len())).sum();
+        o.outputs.clear();
+        o.status =
+            Status::Error { message: format!("outputs of {bytes} bytes exceed oatest's {MAX_FRAME}-byte frame limit") };
+    }
+    o
 }
 
 /// How to start a worker.
@@ -139,8 +162,63 @@ pub struct WorkerInfo {
 struct Proc {
     child: Child,
     stdin: ChildStdin,
-    rx: Receiver<Option<Response>>,
+    stdout: FrameReader,
     stderr_tail: Arc<Mutex<VecDeque<u8>>>,
+}
+
+/// What reading the worker's next frame gave.
+enum Got {
+    Frame(Response),
+    /// End of stream or an undecodable frame: the worker is dead or broken.
+    Gone,
+    TimedOut,
+}
+
+/// Reads frames from the worker's stdout in the calling thread, with a deadline (poll(2)): no reader thread,
+/// no channel hand-off on the hot path.
+struct FrameReader {
+    out: std::process::ChildStdout,
+    buf: Vec<u8>,
+}
+
+impl FrameReader {
+    fn next(&mut self, deadline: Instant) -> Got {
+        use std::os::fd::AsRawFd;
+        loop {
+            if self.buf.len() >= 4 {
+                let len = u32::from_le_bytes(self.buf[..4].try_into().unwrap()) as usize;
+                if len > MAX_FRAME {
+                    return Got::Gone;
+                }
+                if self.buf.len() >= 4 + len {
+                    let r = bincode::deserialize(&self.buf[4..4 + len]);
+                    self.buf.drain(..4 + len);
+                    return r.map_or(Got::Gone, Got::Frame);
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Got::TimedOut;
+            }
+            let mut pfd = libc::pollfd { fd: self.out.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd for the duration of the call.
+            let n = unsafe { libc::poll(&mut pfd, 1, left.as_millis().clamp(1, i32::MAX as u128) as i32) };
+            if n < 0 {
+                if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Got::Gone;
+            }
+            if n == 0 {
+                continue; // deadline check above decides
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            match self.out.read(&mut chunk) {
+                Ok(0) | Err(_) => return Got::Gone,
+                Ok(k) => self.buf.extend_from_slice(&chunk[..k]),
+            }
+        }
+    }
 }
 
 /// A worker process seen from the parent; restarted after every crash, hang or memory blow-up.
@@ -190,22 +268,8 @@ impl Worker {
         }
         let mut child = cmd.spawn().with_context(|| format!("cannot start worker {}", self.spec.exe.display()))?;
         let stdin = child.stdin.take().expect("piped");
-        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        let stdout = FrameReader { out: child.stdout.take().expect("piped"), buf: Vec::new() };
         let mut stderr = child.stderr.take().expect("piped");
-        let (tx, rx) = channel();
-        std::thread::spawn(move || loop {
-            match read_frame::<Response>(&mut stdout) {
-                Ok(Some(r)) => {
-                    if tx.send(Some(r)).is_err() {
-                        break;
-                    }
-                }
-                _ => {
-                    let _ = tx.send(None);
-                    break;
-                }
-            }
-        });
         let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL)));
         let t2 = tail.clone();
         std::thread::spawn(move || {
@@ -222,83 +286,106 @@ impl Worker {
             }
         });
         self.starts += 1;
-        let mut proc = Proc { child, stdin, rx, stderr_tail: tail };
+        let mut proc = Proc { child, stdin, stdout, stderr_tail: tail };
         write_frame(&mut proc.stdin, &Request::Hello).context("worker closed its input at start")?;
-        match proc.rx.recv_timeout(Duration::from_secs(120)) {
-            Ok(Some(Response::Hello { target, version, default_configs })) => {
+        match proc.stdout.next(Instant::now() + Duration::from_secs(120)) {
+            Got::Frame(Response::Hello { target, version, default_configs }) => {
                 self.info = WorkerInfo { target, version, default_configs };
                 self.proc = Some(proc);
                 Ok(())
             }
-            Ok(Some(Response::Fatal(msg))) => {
+            Got::Frame(Response::Fatal(msg)) => {
                 let _ = proc.child.wait();
                 anyhow::bail!("{} worker cannot start: {msg}", self.spec.kind.name())
             }
-            other => {
+            _ => {
                 let _ = proc.child.kill();
                 let status = proc.child.wait().ok();
+                std::thread::sleep(Duration::from_millis(20));
                 let tail = tail_text(&proc.stderr_tail);
-                anyhow::bail!("{} worker failed at start ({other:?}, {status:?}): {tail}", self.spec.kind.name())
+                anyhow::bail!("{} worker failed at start ({status:?}): {tail}", self.spec.kind.name())
             }
         }
     }
 
     /// Runs one model under one configuration. Never fails: a dead or stuck worker is the outcome.
     pub fn run(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome {
-        if self.proc.is_none() {
-            if let Err(e) = self.spawn() {
-                return Outcome::failed(
-                    config,
-                    Status::Error { message: format!("worker restart failed: {e:#}") },
-                    0.0,
-                );
-            }
-        }
-        let proc = self.proc.as_mut().expect("spawned");
-        let start = Instant::now();
+        self.run_configs(model, inputs, std::slice::from_ref(config)).pop().expect("one outcome per config")
+    }
+
+    /// Runs one model under several configurations with one request: one outcome per configuration, in order.
+    /// A configuration that kills or hangs the worker gets that outcome; the rest go to a fresh worker.
+    pub fn run_configs(&mut self, model: &[u8], inputs: &[NamedTensor], configs: &[Config]) -> Vec<Outcome> {
         // inputs too large to send: compile only (passes still fire), and say so
         let input_bytes: usize = inputs.iter().map(|t| t.tensor.raw().map_or(0, |r| r.len())).sum();
         let oversize = input_bytes > MAX_INPUT_BYTES;
         let inputs = if oversize { &[][..] } else { inputs };
-        let req = Request::Run { model: model.to_vec(), inputs: inputs.to_vec(), config: config.clone() };
-        let sent = write_frame(&mut proc.stdin, &req);
-        let got =
-            if sent.is_ok() { proc.rx.recv_timeout(self.spec.timeout) } else { Err(RecvTimeoutError::Disconnected) };
-        let ms = start.elapsed().as_secs_f64() * 1e3;
-        match got {
-            Ok(Some(Response::Outcome(mut o))) => {
-                if oversize {
-                    let message = format!(
-                        "inputs of {input_bytes} bytes exceed oatest's {MAX_INPUT_BYTES}-byte limit: compiled only"
+        let mut out: Vec<Outcome> = Vec::with_capacity(configs.len());
+        while out.len() < configs.len() {
+            let rest = &configs[out.len()..];
+            if self.proc.is_none() {
+                if let Err(e) = self.spawn() {
+                    let message = format!("worker restart failed: {e:#}");
+                    out.extend(
+                        rest.iter().map(|c| Outcome::failed(c, Status::Error { message: message.clone() }, 0.0)),
                     );
-                    o.status = Status::Error { message };
-                    o.outputs.clear();
+                    break;
                 }
-                o
             }
-            Ok(Some(other)) => {
-                self.kill();
-                Outcome::failed(config, Status::Error { message: format!("worker protocol error: {other:?}") }, ms)
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                self.kill();
-                Outcome::failed(config, Status::Timeout { limit_ms: self.spec.timeout.as_millis() as u64 }, ms)
-            }
-            Ok(None) | Err(RecvTimeoutError::Disconnected) => {
-                let mut proc = self.proc.take().expect("present");
-                // the frame stream ended: the process is dying, or broke the protocol and must go
-                let deadline = Instant::now() + Duration::from_millis(2000);
-                while Instant::now() < deadline && matches!(proc.child.try_wait(), Ok(None)) {
-                    std::thread::sleep(Duration::from_millis(2));
+            let req = RequestRef::Run { model, inputs, configs: rest };
+            let proc = self.proc.as_mut().expect("spawned");
+            let sent = write_frame(&mut proc.stdin, &req).is_ok();
+            for config in rest {
+                let start = Instant::now();
+                let got = if sent { proc.stdout.next(start + self.spec.timeout) } else { Got::Gone };
+                let ms = start.elapsed().as_secs_f64() * 1e3;
+                match got {
+                    Got::Frame(Response::Outcome(mut o)) => {
+                        if oversize {
+                            let message =
+                                format!("inputs of {input_bytes} bytes exceed oatest's {MAX_INPUT_BYTES}-byte limit: compiled only");
+                            o.status = Status::Error { message };
+                            o.outputs.clear();
+                        }
+                        out.push(o);
+                        continue;
+                    }
+                    Got::Frame(other) => {
+                        let message = format!("worker protocol error: {other:?}");
+                        self.kill();
+                        out.push(Outcome::failed(config, Status::Error { message }, ms));
+                    }
+                    Got::TimedOut => {
+                        self.kill();
+                        out.push(Outcome::failed(
+                            config,
+                            Status::Timeout { limit_ms: self.spec.timeout.as_millis() as u64 },
+                            ms,
+                        ));
+                    }
+                    Got::Gone => {
+                        let status = self.reap();
+                        out.push(Outcome::failed(config, status, ms));
+                    }
                 }
-                let _ = proc.child.kill();
-                let status = proc.child.wait();
-                // let the stderr reader drain what the dying process wrote
-                std::thread::sleep(Duration::from_millis(20));
-                let tail = tail_text(&proc.stderr_tail);
-                Outcome::failed(config, classify(status.ok(), &tail), ms)
+                break;
             }
         }
+        out
+    }
+
+    /// The worker stopped answering: wait for it (briefly), kill it, and say how it ended.
+    fn reap(&mut self) -> Status {
+        let mut proc = self.proc.take().expect("present");
+        let deadline = Instant::now() + Duration::from_millis(2000);
+        while Instant::now() < deadline && matches!(proc.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let _ = proc.child.kill();
+        let status = proc.child.wait();
+        // let the stderr reader drain what the dying process wrote
+        std::thread::sleep(Duration::from_millis(20));
+        classify(status.ok(), &tail_text(&proc.stderr_tail))
     }
 
     fn kill(&mut self) {
