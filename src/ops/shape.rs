@@ -497,6 +497,9 @@ impl OpSpec for Slice {
         let (mut starts, mut ends, mut steps) = (Vec::new(), Vec::new(), Vec::new());
         for &a in &axes {
             let dim = xd[a] as i64;
+            if dim == 0 {
+                reject!("Slice of an empty axis");
+            }
             let step: i64 = *[1, 1, 1, 2, 3, -1, -1, -2].choose(rng).unwrap();
             let s = rng.random_range(0..dim);
             let neg = |rng: &mut Rng, v: i64| if rng.random_bool(0.3) { v - dim } else { v };
