@@ -6,9 +6,11 @@ macro_rules! reject {
     ($($t:tt)*) => { return Err($crate::ops::Reject(format!($($t)*))) };
 }
 
+pub mod campaign;
 pub mod cli;
 pub mod graph;
 pub mod ops;
+pub mod oracle;
 pub mod seedgen;
 pub mod target;
 pub mod util;

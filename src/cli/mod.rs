@@ -5,6 +5,7 @@ mod bench;
 mod check;
 mod convert;
 mod doctor;
+mod fuzz;
 mod ops;
 mod run;
 mod seeds;
@@ -21,6 +22,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// The fuzz campaign: generate tests, run them under every configuration, file findings.
+    Fuzz(fuzz::FuzzArgs),
     /// Seed graphs: generate random valid ONNX models.
     #[command(subcommand)]
     Seeds(seeds::SeedsCmd),
@@ -44,6 +47,7 @@ pub enum Command {
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Fuzz(c) => fuzz::run(c),
         Command::Seeds(c) => seeds::run(c),
         Command::Ops(c) => ops::run(c),
         Command::Check(c) => check::run(c),

@@ -263,6 +263,8 @@ impl Worker {
                     libc::setrlimit(libc::RLIMIT_AS, &rl);
                 }
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                // Ctrl-C stops the campaign, which then stops its workers: a worker must not die of it first
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
                 Ok(())
             });
         }

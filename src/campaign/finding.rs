@@ -1,0 +1,165 @@
+//! Findings on disk: `findings/<id>-<symptom>/` with the model, its inputs, every configuration's outcome and
+//! what regenerates it, written into a temporary directory and renamed into place (atomic).
+
+use super::source::Test;
+use crate::oracle::{Judgement, Symptom, Verdict};
+use crate::target::{inputs, Outcome};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// The verdict a finding is filed under: crash, then hang, then error, then inconsistency.
+pub fn primary(j: &Judgement) -> Option<&Verdict> {
+    let rank = |s: Symptom| match s {
+        Symptom::Crash => 0,
+        Symptom::Hang => 1,
+        Symptom::Error => 2,
+        Symptom::Inconsistency => 3,
+    };
+    j.verdicts.iter().min_by_key(|v| rank(v.symptom))
+}
+
+/// A message with the parts that vary between occurrences of one bug removed: numbers, hex addresses, quoted
+/// names.
+pub fn normalize(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut chars = msg.chars().peekable();
+    let mut in_quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        if let Some(q) = in_quote {
+            if c == q {
+                in_quote = None;
+                out.push(q);
+            }
+            continue;
+        }
+        match c {
+            '\'' | '"' => {
+                in_quote = Some(c);
+                out.push(c);
+                out.push('*');
+            }
+            '0' if chars.peek() == Some(&'x') => {
+                chars.next();
+                while chars.peek().is_some_and(|d| d.is_ascii_hexdigit()) {
+                    chars.next();
+                }
+                out.push('#');
+            }
+            d if d.is_ascii_digit() => {
+                while chars.peek().is_some_and(|d| d.is_ascii_digit() || *d == '.' || *d == 'e' || *d == '-') {
+                    chars.next();
+                }
+                out.push('#');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The signature of a finding: target, symptom, configuration and normalized message, as a short stable hash.
+pub fn signature(target: &str, v: &Verdict) -> String {
+    let key = format!("{target}|{}|{}|{}", v.symptom, v.config, normalize(&v.detail));
+    // FNV-1a: stable across runs and Rust versions (std's hasher is not)
+    let h = key.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
+    format!("{h:016x}")
+}
+
+#[derive(Serialize)]
+struct OutcomeRecord<'a> {
+    config: String,
+    status: &'static str,
+    message: String,
+    passes_fired: &'a [String],
+    time_ms: f64,
+    outputs: Vec<(String, String, Vec<i64>)>,
+}
+
+#[derive(Serialize)]
+struct Meta<'a> {
+    target: &'a str,
+    target_version: &'a str,
+    campaign_seed: u64,
+    test_id: u64,
+    origin: &'a str,
+    symptom: Symptom,
+    signature: String,
+    verdicts: &'a [Verdict],
+    reproduce: String,
+}
+
+/// Writes the finding directory for a test; returns its path. An existing directory (a resumed campaign
+/// re-running a test) is kept as it is.
+pub fn write(
+    out: &Path,
+    target: &str,
+    version: &str,
+    seed: u64,
+    test: &Test,
+    outcomes: &[Outcome],
+    j: &Judgement,
+) -> anyhow::Result<PathBuf> {
+    let v = primary(j).expect("a finding has a verdict");
+    let findings = out.join("findings");
+    let dir = findings.join(format!("{:08}-{}", test.id, v.symptom));
+    if dir.exists() {
+        return Ok(dir);
+    }
+    std::fs::create_dir_all(&findings)?;
+    let tmp = tempfile::Builder::new().prefix(".tmp-").tempdir_in(&findings)?;
+    std::fs::write(tmp.path().join("model.onnx"), &test.model)?;
+    inputs::write(tmp.path(), "input", &test.inputs)?;
+    let records: Vec<OutcomeRecord> = outcomes
+        .iter()
+        .map(|o| OutcomeRecord {
+            config: o.config.to_string(),
+            status: o.status.kind(),
+            message: o.status.message(),
+            passes_fired: &o.passes_fired,
+            time_ms: o.time_ms,
+            outputs: o.outputs.iter().map(|t| (t.name.clone(), t.tensor.dtype.name(), t.tensor.dims.clone())).collect(),
+        })
+        .collect();
+    std::fs::write(tmp.path().join("outcome.json"), serde_json::to_string_pretty(&records)?)?;
+    let meta = Meta {
+        target,
+        target_version: version,
+        campaign_seed: seed,
+        test_id: test.id,
+        origin: &test.origin,
+        symptom: v.symptom,
+        signature: signature(target, v),
+        verdicts: &j.verdicts,
+        reproduce: format!("oatest run model.onnx --target {target} --inputs . --judge"),
+    };
+    std::fs::write(tmp.path().join("meta.json"), serde_json::to_string_pretty(&meta)?)?;
+    let tmp_path = tmp.keep();
+    std::fs::rename(&tmp_path, &dir)?;
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalization_removes_numbers_addresses_and_names() {
+        assert_eq!(
+            normalize("node 'conv_12' at 0x7ffd12ab: shape [3, 4] vs 2.5e-3"),
+            normalize("node 'relu_3' at 0x55aa00: shape [7, 1] vs 9.1e-2")
+        );
+        assert_ne!(normalize("Gather failed"), normalize("Reshape failed"));
+    }
+
+    #[test]
+    fn signatures_group_findings_that_differ_only_in_context() {
+        let v = |detail: &str| Verdict {
+            symptom: Symptom::Error,
+            config: "all".into(),
+            detail: detail.into(),
+            max_diff: None,
+        };
+        assert_eq!(signature("ort", &v("node 'a1' failed at 12")), signature("ort", &v("node 'b7' failed at 40")));
+        assert_ne!(signature("ort", &v("x failed")), signature("tract", &v("x failed")));
+    }
+}

@@ -1,0 +1,281 @@
+//! The fuzz loop: make tests, run them in a pool of workers, judge, file findings, keep statistics; checkpoint
+//! so a killed campaign resumes losing only the tests in flight. Results are processed in test-id order.
+
+pub mod finding;
+mod report;
+pub mod source;
+pub mod stats;
+
+use crate::oracle::{Judgement, Oracle, Symptom};
+use crate::target::worker::{Worker, WorkerSpec};
+use crate::target::{Config, Outcome, TargetKind};
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use source::{Test, TestSource};
+use stats::Stats;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, sync_channel, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// When a campaign stops.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Budget {
+    Tests(u64),
+    Seconds(f64),
+}
+
+/// Everything that defines a campaign; saved in its checkpoint so `--resume` continues the same campaign.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Settings {
+    pub target: String,
+    pub seed: u64,
+    pub budget: Budget,
+    pub jobs: usize,
+    pub tolerance: f64,
+    pub seeds_dir: Option<PathBuf>,
+    pub out: PathBuf,
+    pub timeout_ms: u64,
+    pub mem_mb: u64,
+    pub max_nodes: usize,
+    pub ort_lib: Option<PathBuf>,
+    /// Configurations to run (empty: the target's defaults).
+    pub configs: Vec<Config>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Checkpoint {
+    version: u32,
+    settings: Settings,
+    /// Every test below this id has been processed.
+    next_id: u64,
+    stats: Stats,
+}
+
+/// One executed test, as a worker thread hands it back.
+struct Done {
+    test: Test,
+    outcomes: Vec<Outcome>,
+    judgement: Judgement,
+    nondeterministic: u64,
+    flaky: u64,
+}
+
+/// What the caller learns at the end.
+pub struct Summary {
+    pub out: PathBuf,
+    pub stats: Stats,
+    pub interrupted: bool,
+}
+
+pub fn checkpoint_path(out: &Path) -> PathBuf {
+    out.join("checkpoint.json")
+}
+
+/// Reads a campaign's settings and progress for `--resume`.
+pub fn load_checkpoint(dir: &Path) -> anyhow::Result<(Settings, u64, Stats)> {
+    let path = checkpoint_path(dir);
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let c: Checkpoint = serde_json::from_str(&text).with_context(|| format!("{}: not a checkpoint", path.display()))?;
+    Ok((c.settings, c.next_id, c.stats))
+}
+
+/// Runs (or resumes) a campaign until its budget is spent or `stop` is raised.
+pub fn run(
+    settings: Settings,
+    resume: Option<(u64, Stats)>,
+    mut source: Box<dyn TestSource>,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<Summary> {
+    std::fs::create_dir_all(&settings.out).with_context(|| format!("cannot create {}", settings.out.display()))?;
+    let kind = TargetKind::parse(&settings.target)?;
+    let mut spec = WorkerSpec::new(kind)?;
+    spec.ort_lib = settings.ort_lib.clone();
+    spec.timeout = Duration::from_millis(settings.timeout_ms);
+    spec.mem_limit_mb = Some(settings.mem_mb);
+    let workers: Vec<Worker> =
+        (0..settings.jobs.max(1)).map(|_| Worker::start(spec.clone())).collect::<anyhow::Result<_>>()?;
+    let info = workers[0].info.clone();
+    let configs = if settings.configs.is_empty() { info.default_configs.clone() } else { settings.configs.clone() };
+    anyhow::ensure!(configs.len() >= 2, "a differential campaign needs at least two configurations");
+    let (mut next_id, mut stats) = resume.unwrap_or_else(|| (0, Stats::new(&info.target, &info.version, settings.seed)));
+    let prior_elapsed = stats.elapsed_sec;
+    let oracle = Oracle { tolerance: settings.tolerance };
+
+    // worker threads: each owns a worker, takes tests from a bounded queue, runs and judges them
+    let depth = 2 * workers.len();
+    let (job_tx, job_rx) = sync_channel::<Test>(depth);
+    let job_rx = Arc::new(Mutex::new(job_rx));
+    let (done_tx, done_rx) = channel::<Done>();
+    let threads: Vec<_> = workers
+        .into_iter()
+        .map(|w| {
+            let (rx, tx, configs, oracle) = (job_rx.clone(), done_tx.clone(), configs.clone(), oracle.clone());
+            std::thread::spawn(move || execute(w, rx, tx, configs, oracle))
+        })
+        .collect();
+    drop(done_tx);
+
+    let start = Instant::now();
+    let elapsed = || prior_elapsed + start.elapsed().as_secs_f64();
+    let exhausted = |id: u64, el: f64| match settings.budget {
+        Budget::Tests(n) => id >= n,
+        Budget::Seconds(s) => el >= s,
+    };
+    let mut progress = report::Progress::new(&settings, &stats);
+    let mut to_make = next_id;
+    let mut in_flight = 0usize;
+    let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
+    let (mut last_save, mut last_sample) = (Instant::now(), Instant::now());
+    loop {
+        let stopping = stop.load(Ordering::Relaxed) || exhausted(to_make, elapsed());
+        while !stopping && in_flight < depth && !exhausted(to_make, elapsed()) {
+            let t0 = Instant::now();
+            let made = source.make(to_make);
+            stats.gen_time_sec += t0.elapsed().as_secs_f64();
+            stats.tests_generated += 1;
+            match made {
+                Ok(test) => {
+                    job_tx.send(test).expect("worker threads live while the queue is open");
+                    in_flight += 1;
+                }
+                Err(e) => {
+                    // a test that cannot be built is counted and skipped, never fatal
+                    stats.gen_failures += 1;
+                    progress.note(&format!("test {to_make}: cannot be built: {e:#}"));
+                    pending.insert(to_make, Done::skipped(to_make));
+                }
+            }
+            to_make += 1;
+        }
+        if in_flight == 0 && pending.is_empty() && stopping {
+            break;
+        }
+        match done_rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(d) => {
+                in_flight -= 1;
+                pending.insert(d.test.id, d);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => anyhow::bail!("all worker threads ended"),
+        }
+        while let Some(d) = pending.remove(&next_id) {
+            process(&settings, &info.target, &info.version, &mut stats, d, &mut progress)?;
+            next_id += 1;
+        }
+        let el = elapsed();
+        if last_sample.elapsed() >= Duration::from_secs(1) {
+            stats.refresh(el);
+            stats.sample(el);
+            progress.update(&stats, &settings.budget);
+            last_sample = Instant::now();
+        }
+        if last_save.elapsed() >= Duration::from_secs(5) {
+            stats.refresh(el);
+            save(&settings, next_id, &stats)?;
+            last_save = Instant::now();
+        }
+    }
+    drop(job_tx);
+    for t in threads {
+        let _ = t.join();
+    }
+    let el = elapsed();
+    stats.refresh(el);
+    stats.sample(el);
+    save(&settings, next_id, &stats)?;
+    progress.finish();
+    report::plots(&settings.out, &stats);
+    Ok(Summary { out: settings.out.clone(), stats, interrupted: stop.load(Ordering::Relaxed) })
+}
+
+impl Done {
+    /// A placeholder for a test that could not be built: processed in order, counted nowhere else.
+    fn skipped(id: u64) -> Done {
+        Done {
+            test: Test { id, model: Vec::new(), inputs: Vec::new(), origin: String::new(), target_pass: None },
+            outcomes: Vec::new(),
+            judgement: Judgement { valid: false, invalid_reason: None, verdicts: Vec::new() },
+            nondeterministic: 0,
+            flaky: 0,
+        }
+    }
+}
+
+/// Checkpoint and stats.json, both written atomically.
+fn save(settings: &Settings, next_id: u64, stats: &Stats) -> anyhow::Result<()> {
+    let cp = Checkpoint { version: 1, settings: settings.clone(), next_id, stats: stats.clone() };
+    crate::util::write_atomic(&checkpoint_path(&settings.out), serde_json::to_string(&cp)?.as_bytes())?;
+    crate::util::write_atomic(&settings.out.join("stats.json"), serde_json::to_string_pretty(stats)?.as_bytes())
+}
+
+fn process(
+    settings: &Settings,
+    target: &str,
+    version: &str,
+    stats: &mut Stats,
+    d: Done,
+    progress: &mut report::Progress,
+) -> anyhow::Result<()> {
+    if d.outcomes.is_empty() {
+        return Ok(());
+    }
+    stats.nondeterministic += d.nondeterministic;
+    stats.flaky += d.flaky;
+    stats.record(&d.outcomes, &d.judgement, d.test.target_pass.as_deref());
+    if let Some(v) = finding::primary(&d.judgement) {
+        let sig = finding::signature(target, v);
+        let new = !stats.signatures.contains_key(&sig);
+        stats.record_finding(v.symptom, &sig);
+        let dir = finding::write(&settings.out, target, version, settings.seed, &d.test, &d.outcomes, &d.judgement)?;
+        if new {
+            let detail: String = v.detail.chars().take(120).collect();
+            progress.note(&format!("new {} under {}: {} ({})", v.symptom, v.config, detail, dir.display()));
+        }
+    }
+    Ok(())
+}
+
+/// A worker thread: run every configuration, judge, and re-run inconsistencies to rule out nondeterminism.
+fn execute(mut w: Worker, rx: Arc<Mutex<Receiver<Test>>>, tx: std::sync::mpsc::Sender<Done>, configs: Vec<Config>, oracle: Oracle) {
+    loop {
+        let next = rx.lock().unwrap().recv();
+        let Ok(test) = next else { break };
+        let outcomes = w.run_configs(&test.model, &test.inputs, &configs);
+        let mut judgement = oracle.judge(&outcomes);
+        let (mut nondeterministic, mut flaky) = (0, 0);
+        if judgement.verdicts.iter().any(|v| v.symptom == Symptom::Inconsistency) {
+            // run the reference and each inconsistent configuration again
+            let again: Vec<Config> = std::iter::once(configs[0].clone())
+                .chain(judgement.verdicts.iter().filter(|v| v.symptom == Symptom::Inconsistency).filter_map(|v| {
+                    configs.iter().find(|c| c.to_string() == v.config).cloned()
+                }))
+                .collect();
+            let rerun = w.run_configs(&test.model, &test.inputs, &again);
+            let reference_stable = oracle.inconsistency(&outcomes[0], &rerun[0]).is_none()
+                && crate::oracle::distance(&outcomes[0].outputs, &rerun[0].outputs, 0.0).is_ok_and(|d| d.max == 0.0);
+            judgement.verdicts.retain(|v| {
+                if v.symptom != Symptom::Inconsistency {
+                    return true;
+                }
+                if !reference_stable {
+                    nondeterministic += 1;
+                    return false;
+                }
+                let still = rerun[1..]
+                    .iter()
+                    .find(|o| o.config.to_string() == v.config)
+                    .is_some_and(|o| oracle.inconsistency(&rerun[0], o).is_some());
+                if !still {
+                    flaky += 1;
+                }
+                still
+            });
+        }
+        if tx.send(Done { test, outcomes, judgement, nondeterministic, flaky }).is_err() {
+            break;
+        }
+    }
+}

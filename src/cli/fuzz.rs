@@ -1,0 +1,182 @@
+//! `oatest fuzz`: the campaign. Flags become a validated `Settings` once; SIGINT/SIGTERM stop it cleanly.
+
+use crate::campaign::source::{DirSource, Mix, SeedgenSource, TestSource};
+use crate::campaign::{self, Budget, Settings};
+use crate::seedgen::SeedConfig;
+use crate::target::Config;
+use clap::Args;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+#[derive(Args, Debug)]
+pub struct FuzzArgs {
+    /// ort or tract.
+    #[arg(long, default_value = "ort")]
+    pub target: String,
+    #[arg(long, conflicts_with_all = ["minutes", "tests"])]
+    pub hours: Option<f64>,
+    #[arg(long, conflicts_with = "tests")]
+    pub minutes: Option<f64>,
+    /// Stop after this many tests.
+    #[arg(long)]
+    pub tests: Option<u64>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Worker processes (default: number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// A directory of .onnx models to use as tests besides generated seeds (alternating).
+    #[arg(long)]
+    pub seeds: Option<PathBuf>,
+    /// Pattern library for optimization-aware synthesis (not available yet).
+    #[arg(long)]
+    pub patterns: Option<PathBuf>,
+    /// Run directory (default: results/<target>-<timestamp>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Chebyshev distance above which outputs are inconsistent.
+    #[arg(long, default_value_t = 1e-3)]
+    pub tolerance: f64,
+    /// Continue the campaign in this run directory from its checkpoint.
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
+    /// A configuration `LEVEL[@THREADS][:-Pass;...]`; repeatable; the first is the reference.
+    #[arg(long = "config")]
+    pub configs: Vec<String>,
+    /// Per-test time limit of one configuration, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub timeout_ms: u64,
+    /// Worker address-space limit in MiB.
+    #[arg(long, default_value_t = 8192)]
+    pub mem_mb: u64,
+    /// Largest seed graph, in nodes.
+    #[arg(long, default_value_t = 10)]
+    pub max_nodes: usize,
+    /// ONNX Runtime library (default: ORT_DYLIB_PATH, then the onnxruntime wheel in .venv).
+    #[arg(long)]
+    pub ort_lib: Option<PathBuf>,
+}
+
+impl FuzzArgs {
+    fn budget(&self) -> Option<Budget> {
+        match (self.hours, self.minutes, self.tests) {
+            (Some(h), _, _) => Some(Budget::Seconds(h * 3600.0)),
+            (_, Some(m), _) => Some(Budget::Seconds(m * 60.0)),
+            (_, _, Some(n)) => Some(Budget::Tests(n)),
+            _ => None,
+        }
+    }
+
+    fn settings(&self) -> anyhow::Result<Settings> {
+        anyhow::ensure!(self.patterns.is_none(), "--patterns: pattern synthesis is not implemented yet; tests come from the seed generator and --seeds");
+        anyhow::ensure!(!self.target.contains(','), "--target {}: cross-target campaigns are not implemented yet", self.target);
+        anyhow::ensure!(self.tolerance >= 0.0 && self.tolerance.is_finite(), "--tolerance must be a finite number >= 0");
+        anyhow::ensure!(self.max_nodes >= 1, "--max-nodes must be at least 1");
+        let budget = self.budget().unwrap_or(Budget::Seconds(3600.0));
+        if let Budget::Seconds(s) = budget {
+            anyhow::ensure!(s > 0.0, "the time budget must be positive");
+        }
+        let jobs = self.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+        anyhow::ensure!(jobs >= 1, "--jobs must be at least 1");
+        let out = self.out.clone().unwrap_or_else(|| {
+            let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+            PathBuf::from("results").join(format!("{}-{}", self.target, timestamp(ts)))
+        });
+        Ok(Settings {
+            target: self.target.clone(),
+            seed: self.seed,
+            budget,
+            jobs,
+            tolerance: self.tolerance,
+            seeds_dir: self.seeds.clone(),
+            out,
+            timeout_ms: self.timeout_ms,
+            mem_mb: self.mem_mb,
+            max_nodes: self.max_nodes,
+            ort_lib: self.ort_lib.clone(),
+            configs: self.configs.iter().map(|c| Config::parse(c)).collect::<anyhow::Result<_>>()?,
+        })
+    }
+}
+
+/// `YYYYmmdd-HHMMSS` (UTC) without a date crate.
+fn timestamp(secs: u64) -> String {
+    let (days, rem) = (secs / 86400, secs % 86400);
+    // civil-from-days (Howard Hinnant)
+    let z = days as i64 + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z.rem_euclid(146097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + (m <= 2) as i64;
+    format!("{y:04}{m:02}{d:02}-{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
+    let gen = SeedgenSource { seed: s.seed, cfg: SeedConfig { max_nodes: s.max_nodes, ..Default::default() } };
+    Ok(match &s.seeds_dir {
+        Some(dir) => Box::new(Mix(vec![Box::new(gen), Box::new(DirSource::new(dir, s.seed)?)])),
+        None => Box::new(gen),
+    })
+}
+
+pub fn run(a: FuzzArgs) -> anyhow::Result<()> {
+    let (settings, resume) = match &a.resume {
+        Some(dir) => {
+            let (mut s, next_id, stats) = campaign::load_checkpoint(dir)?;
+            if let Some(b) = a.budget() {
+                s.budget = b;
+            }
+            s.out = dir.clone();
+            (s, Some((next_id, stats)))
+        }
+        None => (a.settings()?, None),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    eprintln!(
+        "oatest fuzz: target {}, seed {}, {} jobs, budget {:?}, writing to {}",
+        settings.target,
+        settings.seed,
+        settings.jobs,
+        settings.budget,
+        settings.out.display()
+    );
+    let src = sources(&settings)?;
+    let summary = campaign::run(settings, resume, src, stop)?;
+    print_summary(&summary);
+    Ok(())
+}
+
+fn print_summary(s: &campaign::Summary) {
+    let st = &s.stats;
+    println!("{}", if s.interrupted { "campaign interrupted (resume with --resume)" } else { "campaign finished" });
+    println!("  target            {} {}", st.target, st.target_version);
+    println!("  tests executed    {} ({:.1} tests/s, {:.0} s)", st.tests_executed, st.tests_per_sec, st.elapsed_sec);
+    println!("  validity          {:.2}% ({} valid)", st.validity_rate * 100.0, st.tests_valid);
+    println!("  generation time   {:.1}% of wall time", st.gen_time_share * 100.0);
+    println!("  passes fired      {} distinct", st.passes_fired.len());
+    println!("  findings          {} raw, {} unique", st.findings_raw, st.findings_unique);
+    for (k, v) in &st.by_symptom {
+        println!("    {k:<15} {v}");
+    }
+    println!("  results           {}", s.out.display());
+    println!("    stats.json, throughput.svg, passes.svg, findings/<test>-<symptom>/ (model.onnx, input_*.pb, outcome.json, meta.json)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timestamp;
+
+    #[test]
+    fn timestamps_are_civil_utc() {
+        assert_eq!(timestamp(0), "19700101-000000");
+        assert_eq!(timestamp(1_795_000_000), "20261202-080640");
+    }
+}

@@ -1,0 +1,140 @@
+//! Judges: turn the outcomes of one test (the unoptimized reference first) into verdicts: crash, error, hang,
+//! inconsistency. Observing (targets) and judging (here) stay apart; false-positive filters are data.
+
+mod compare;
+mod filters;
+
+pub use compare::{distance, Distance, Structural};
+pub use filters::{unsupported_reason, UNSUPPORTED};
+
+use crate::target::{Outcome, Status};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The kind of misbehaviour a finding shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Symptom {
+    /// The compiler died (signal, abort, abnormal exit, memory blow-up) while compiling or running.
+    Crash,
+    /// An optimized configuration failed where the unoptimized one ran.
+    Error,
+    /// No result within the time limit.
+    Hang,
+    /// Outputs of an optimized configuration differ from the reference beyond the tolerance.
+    Inconsistency,
+}
+
+impl Symptom {
+    pub const ALL: [Symptom; 4] = [Symptom::Crash, Symptom::Error, Symptom::Hang, Symptom::Inconsistency];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Symptom::Crash => "crash",
+            Symptom::Error => "error",
+            Symptom::Hang => "hang",
+            Symptom::Inconsistency => "inconsistency",
+        }
+    }
+}
+
+impl fmt::Display for Symptom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One judged misbehaviour of one configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub symptom: Symptom,
+    /// The configuration that shows it (its display form, e.g. `all`).
+    pub config: String,
+    /// What happened: the error message, the signal, or where the outputs differ.
+    pub detail: String,
+    /// Chebyshev distance for inconsistencies (infinite for a structural or NaN/Inf-kind mismatch).
+    pub max_diff: Option<f64>,
+}
+
+/// What the oracle concluded about one test.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Judgement {
+    /// The reference configuration ran: the test is a valid program for this compiler.
+    pub valid: bool,
+    /// Why the reference did not run, when it did not (a filter name, or `reference-error`).
+    pub invalid_reason: Option<String>,
+    pub verdicts: Vec<Verdict>,
+}
+
+/// The differential oracle. `outcomes[0]` is the reference (unoptimized) run.
+#[derive(Clone, Debug)]
+pub struct Oracle {
+    pub tolerance: f64,
+}
+
+impl Oracle {
+    pub fn judge(&self, outcomes: &[Outcome]) -> Judgement {
+        let mut verdicts = Vec::new();
+        // bug judges first: a dying or hanging compiler is a finding in any configuration
+        for o in outcomes {
+            let config = o.config.to_string();
+            match &o.status {
+                Status::Crash { .. } | Status::Oom { .. } => {
+                    verdicts.push(Verdict { symptom: Symptom::Crash, config, detail: o.status.message(), max_diff: None })
+                }
+                Status::Timeout { .. } => {
+                    verdicts.push(Verdict { symptom: Symptom::Hang, config, detail: o.status.message(), max_diff: None })
+                }
+                _ => {}
+            }
+        }
+        let Some(reference) = outcomes.first() else {
+            return Judgement { valid: false, invalid_reason: Some("no outcome".into()), verdicts };
+        };
+        if let Status::Error { message } = &reference.status {
+            let reason = unsupported_reason(message).unwrap_or("reference-error").to_string();
+            return Judgement { valid: false, invalid_reason: Some(reason), verdicts };
+        }
+        if reference.status != Status::Ok {
+            return Judgement { valid: false, invalid_reason: Some(reference.status.kind().to_string()), verdicts };
+        }
+        for o in &outcomes[1..] {
+            match &o.status {
+                Status::Error { message } => verdicts.push(Verdict {
+                    symptom: Symptom::Error,
+                    config: o.config.to_string(),
+                    detail: message.clone(),
+                    max_diff: None,
+                }),
+                Status::Ok => {
+                    if let Some(v) = self.inconsistency(reference, o) {
+                        verdicts.push(v);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Judgement { valid: true, invalid_reason: None, verdicts }
+    }
+
+    /// An inconsistency verdict when `other`'s outputs differ from `reference`'s beyond the tolerance.
+    pub fn inconsistency(&self, reference: &Outcome, other: &Outcome) -> Option<Verdict> {
+        let config = other.config.to_string();
+        match distance(&reference.outputs, &other.outputs, self.tolerance) {
+            Err(s) => Some(Verdict { symptom: Symptom::Inconsistency, config, detail: s.0, max_diff: Some(f64::INFINITY) }),
+            Ok(d) if d.exceeds => Some(Verdict {
+                symptom: Symptom::Inconsistency,
+                config,
+                detail: format!(
+                    "output '{}'[{}]: expected {}, got {} (max |diff| {:e})",
+                    d.output, d.index, d.expected, d.actual, d.max
+                ),
+                max_diff: Some(d.max),
+            }),
+            Ok(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
