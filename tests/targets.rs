@@ -4,9 +4,9 @@
 //! The ORT tests need the onnxruntime wheel in .venv (scripts/setup.sh installs it) and
 //! ../shared/corpora/ort-transform-testdata; without them they fail with the reason.
 
-use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, Tensor, TensorType};
+use oatest::graph::{onnx, Tensor};
 use oatest::target::worker::{Worker, WorkerSpec};
-use oatest::target::{Config, Level, NamedTensor, Status, TargetKind};
+use oatest::target::{Config, Level, Status, TargetKind};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -19,23 +19,8 @@ fn spec(kind: TargetKind) -> WorkerSpec {
     s
 }
 
-/// A one-node model; `fault` goes into the metadata the fault target obeys.
-fn model(fault: Option<&str>) -> Vec<u8> {
-    let mut g = Graph::new("g");
-    let t = TensorType::new(DType::F32, &[2]);
-    g.add_input("x", t.clone());
-    g.add_node(Node::new("n", OpId::onnx("Relu"), vec!["x".into()], vec!["y".into()])).unwrap();
-    g.add_output("y", t);
-    let mut m = Model::new(g);
-    if let Some(f) = fault {
-        m.metadata.push(("oatest.fault".into(), f.into()));
-    }
-    onnx::encode_model(&m)
-}
-
-fn inputs() -> Vec<NamedTensor> {
-    vec![NamedTensor { name: "x".into(), tensor: Tensor::from_f32(&[2], &[1.0, -1.0]) }]
-}
+mod common;
+use common::{fault_model as model, relu_inputs as inputs};
 
 #[test]
 fn every_kind_of_worker_death_is_an_outcome_and_the_next_test_runs() {

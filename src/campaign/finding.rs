@@ -45,6 +45,7 @@ pub fn normalize(msg: &str) -> String {
                 }
                 out.push('#');
             }
+            '-' if chars.peek().is_some_and(|d| d.is_ascii_digit()) => {}
             d if d.is_ascii_digit() => {
                 while chars.peek().is_some_and(|d| d.is_ascii_digit() || *d == '.' || *d == 'e' || *d == '-') {
                     chars.next();
@@ -145,8 +146,8 @@ mod tests {
     #[test]
     fn normalization_removes_numbers_addresses_and_names() {
         assert_eq!(
-            normalize("node 'conv_12' at 0x7ffd12ab: shape [3, 4] vs 2.5e-3"),
-            normalize("node 'relu_3' at 0x55aa00: shape [7, 1] vs 9.1e-2")
+            normalize("node 'conv_12' at 0x7ffd12ab: shape [3, 4] vs 2.5e-3, expected -1"),
+            normalize("node 'relu_3' at 0x55aa00: shape [7, 1] vs 9.1e-2, expected 0")
         );
         assert_ne!(normalize("Gather failed"), normalize("Reshape failed"));
     }

@@ -100,7 +100,8 @@ pub fn run(
     let info = workers[0].info.clone();
     let configs = if settings.configs.is_empty() { info.default_configs.clone() } else { settings.configs.clone() };
     anyhow::ensure!(configs.len() >= 2, "a differential campaign needs at least two configurations");
-    let (mut next_id, mut stats) = resume.unwrap_or_else(|| (0, Stats::new(&info.target, &info.version, settings.seed)));
+    let (mut next_id, mut stats) =
+        resume.unwrap_or_else(|| (0, Stats::new(&info.target, &info.version, settings.seed)));
     let prior_elapsed = stats.elapsed_sec;
     let oracle = Oracle { tolerance: settings.tolerance };
 
@@ -239,7 +240,13 @@ fn process(
 }
 
 /// A worker thread: run every configuration, judge, and re-run inconsistencies to rule out nondeterminism.
-fn execute(mut w: Worker, rx: Arc<Mutex<Receiver<Test>>>, tx: std::sync::mpsc::Sender<Done>, configs: Vec<Config>, oracle: Oracle) {
+fn execute(
+    mut w: Worker,
+    rx: Arc<Mutex<Receiver<Test>>>,
+    tx: std::sync::mpsc::Sender<Done>,
+    configs: Vec<Config>,
+    oracle: Oracle,
+) {
     loop {
         let next = rx.lock().unwrap().recv();
         let Ok(test) = next else { break };
@@ -249,9 +256,13 @@ fn execute(mut w: Worker, rx: Arc<Mutex<Receiver<Test>>>, tx: std::sync::mpsc::S
         if judgement.verdicts.iter().any(|v| v.symptom == Symptom::Inconsistency) {
             // run the reference and each inconsistent configuration again
             let again: Vec<Config> = std::iter::once(configs[0].clone())
-                .chain(judgement.verdicts.iter().filter(|v| v.symptom == Symptom::Inconsistency).filter_map(|v| {
-                    configs.iter().find(|c| c.to_string() == v.config).cloned()
-                }))
+                .chain(
+                    judgement
+                        .verdicts
+                        .iter()
+                        .filter(|v| v.symptom == Symptom::Inconsistency)
+                        .filter_map(|v| configs.iter().find(|c| c.to_string() == v.config).cloned()),
+                )
                 .collect();
             let rerun = w.run_configs(&test.model, &test.inputs, &again);
             let reference_stable = oracle.inconsistency(&outcomes[0], &rerun[0]).is_none()

@@ -132,7 +132,11 @@ fn passes(path: &Path, stats: &Stats) -> Result<(), Box<dyn std::error::Error>> 
         .y_labels(n)
         .y_label_formatter(&|y| {
             let i = y.floor() as usize;
-            if (*y - y.floor()).abs() < 1e-9 { names.get(n - 1 - i.min(n - 1)).cloned().unwrap_or_default() } else { String::new() }
+            if (*y - y.floor()).abs() < 1e-9 {
+                names.get(n - 1 - i.min(n - 1)).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
         })
         .x_desc("tests")
         .draw()?;

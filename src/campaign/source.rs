@@ -54,7 +54,9 @@ impl DirSource {
 
 impl TestSource for DirSource {
     fn make(&mut self, id: u64) -> anyhow::Result<Test> {
-        let path = &self.files[(id as usize) % self.files.len()];
+        // a hash of the id, so that interleaving with other sources still reaches every file
+        let h = id.wrapping_add(0x9e3779b97f4a7c15).wrapping_mul(0xbf58476d1ce4e5b9).rotate_left(31);
+        let path = &self.files[(h % self.files.len() as u64) as usize];
         let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         let m = onnx::decode_model(&bytes).with_context(|| format!("{}: cannot import ONNX model", path.display()))?;
         let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))

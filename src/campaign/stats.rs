@@ -92,7 +92,8 @@ impl Stats {
     /// Recomputes the derived rates for `elapsed` seconds of campaign time.
     pub fn refresh(&mut self, elapsed: f64) {
         self.elapsed_sec = elapsed;
-        self.validity_rate = if self.tests_executed > 0 { self.tests_valid as f64 / self.tests_executed as f64 } else { 0.0 };
+        self.validity_rate =
+            if self.tests_executed > 0 { self.tests_valid as f64 / self.tests_executed as f64 } else { 0.0 };
         self.tests_per_sec = if elapsed > 0.0 { self.tests_executed as f64 / elapsed } else { 0.0 };
         self.gen_time_share = if elapsed > 0.0 { (self.gen_time_sec / elapsed).min(1.0) } else { 0.0 };
         self.trigger_rate = (self.tests_with_target_pass > 0)

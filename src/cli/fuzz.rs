@@ -69,9 +69,19 @@ impl FuzzArgs {
     }
 
     fn settings(&self) -> anyhow::Result<Settings> {
-        anyhow::ensure!(self.patterns.is_none(), "--patterns: pattern synthesis is not implemented yet; tests come from the seed generator and --seeds");
-        anyhow::ensure!(!self.target.contains(','), "--target {}: cross-target campaigns are not implemented yet", self.target);
-        anyhow::ensure!(self.tolerance >= 0.0 && self.tolerance.is_finite(), "--tolerance must be a finite number >= 0");
+        anyhow::ensure!(
+            self.patterns.is_none(),
+            "--patterns: pattern synthesis is not implemented yet; tests come from the seed generator and --seeds"
+        );
+        anyhow::ensure!(
+            !self.target.contains(','),
+            "--target {}: cross-target campaigns are not implemented yet",
+            self.target
+        );
+        anyhow::ensure!(
+            self.tolerance >= 0.0 && self.tolerance.is_finite(),
+            "--tolerance must be a finite number >= 0"
+        );
         anyhow::ensure!(self.max_nodes >= 1, "--max-nodes must be at least 1");
         let budget = self.budget().unwrap_or(Budget::Seconds(3600.0));
         if let Budget::Seconds(s) = budget {
@@ -80,7 +90,8 @@ impl FuzzArgs {
         let jobs = self.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
         anyhow::ensure!(jobs >= 1, "--jobs must be at least 1");
         let out = self.out.clone().unwrap_or_else(|| {
-            let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+            let ts =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
             PathBuf::from("results").join(format!("{}-{}", self.target, timestamp(ts)))
         });
         Ok(Settings {

@@ -41,6 +41,12 @@ pub struct RunArgs {
     /// Also attribute rewrite rules inside rule-based passes (ORT: one extra session per rule when one fired).
     #[arg(long)]
     pub attribute_rules: bool,
+    /// Also judge the outcomes with the campaign's oracle and print the verdicts (first config = reference).
+    #[arg(long)]
+    pub judge: bool,
+    /// Chebyshev tolerance for --judge.
+    #[arg(long, default_value_t = 1e-3)]
+    pub tolerance: f64,
     /// Worker processes (default: number of cores).
     #[arg(long)]
     pub jobs: Option<usize>,
@@ -103,9 +109,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         (path, r)
     });
     let mut failed = 0;
+    let oracle = crate::oracle::Oracle { tolerance: a.tolerance };
     for (path, r) in results {
         match r {
-            Ok(outcomes) => print_outcomes(&path, &outcomes, a.json)?,
+            Ok(outcomes) => {
+                print_outcomes(&path, &outcomes, a.json)?;
+                if a.judge {
+                    print_judgement(&path, &oracle.judge(&outcomes), a.json)?;
+                }
+            }
             Err(e) => {
                 failed += 1;
                 eprintln!("error: {e:#}");
@@ -113,6 +125,24 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         }
     }
     anyhow::ensure!(failed == 0, "{failed} models could not be run");
+    Ok(())
+}
+
+fn print_judgement(path: &std::path::Path, j: &crate::oracle::Judgement, json: bool) -> anyhow::Result<()> {
+    if json {
+        let v = serde_json::json!({"model": path.display().to_string(), "judgement": j});
+        println!("{v}");
+        return Ok(());
+    }
+    if !j.valid {
+        println!("verdict: invalid test ({})", j.invalid_reason.as_deref().unwrap_or("?"));
+    }
+    if j.verdicts.is_empty() && j.valid {
+        println!("verdict: no finding");
+    }
+    for v in &j.verdicts {
+        println!("verdict: {} under {}: {}", v.symptom, v.config, v.detail);
+    }
     Ok(())
 }
 

@@ -71,7 +71,14 @@ pub fn distance(reference: &[NamedTensor], other: &[NamedTensor], tol: f64) -> R
             let over = diff > allowed(rt.dtype, tol, a);
             // report the first exceeding element with the largest difference
             if (over && !d.exceeds) || (over == d.exceeds && diff > d.max) {
-                d = Distance { max: d.max.max(diff), output: r.name.clone(), index: i, expected: a, actual: b, exceeds: over || d.exceeds };
+                d = Distance {
+                    max: d.max.max(diff),
+                    output: r.name.clone(),
+                    index: i,
+                    expected: a,
+                    actual: b,
+                    exceeds: over || d.exceeds,
+                };
             }
             d.max = d.max.max(diff);
         }

@@ -79,12 +79,18 @@ impl Oracle {
         for o in outcomes {
             let config = o.config.to_string();
             match &o.status {
-                Status::Crash { .. } | Status::Oom { .. } => {
-                    verdicts.push(Verdict { symptom: Symptom::Crash, config, detail: o.status.message(), max_diff: None })
-                }
-                Status::Timeout { .. } => {
-                    verdicts.push(Verdict { symptom: Symptom::Hang, config, detail: o.status.message(), max_diff: None })
-                }
+                Status::Crash { .. } | Status::Oom { .. } => verdicts.push(Verdict {
+                    symptom: Symptom::Crash,
+                    config,
+                    detail: o.status.message(),
+                    max_diff: None,
+                }),
+                Status::Timeout { .. } => verdicts.push(Verdict {
+                    symptom: Symptom::Hang,
+                    config,
+                    detail: o.status.message(),
+                    max_diff: None,
+                }),
                 _ => {}
             }
         }
@@ -121,7 +127,9 @@ impl Oracle {
     pub fn inconsistency(&self, reference: &Outcome, other: &Outcome) -> Option<Verdict> {
         let config = other.config.to_string();
         match distance(&reference.outputs, &other.outputs, self.tolerance) {
-            Err(s) => Some(Verdict { symptom: Symptom::Inconsistency, config, detail: s.0, max_diff: Some(f64::INFINITY) }),
+            Err(s) => {
+                Some(Verdict { symptom: Symptom::Inconsistency, config, detail: s.0, max_diff: Some(f64::INFINITY) })
+            }
             Ok(d) if d.exceeds => Some(Verdict {
                 symptom: Symptom::Inconsistency,
                 config,

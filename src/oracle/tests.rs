@@ -23,7 +23,8 @@ fn symptoms(j: &Judgement) -> Vec<(Symptom, String)> {
 
 #[test]
 fn equal_runs_are_clean_and_small_differences_are_tolerated() {
-    let j = oracle().judge(&[out(Level::Disable, Status::Ok, &[1.0, 2.0]), out(Level::All, Status::Ok, &[1.0005, 2.0])]);
+    let j =
+        oracle().judge(&[out(Level::Disable, Status::Ok, &[1.0, 2.0]), out(Level::All, Status::Ok, &[1.0005, 2.0])]);
     assert!(j.valid && j.verdicts.is_empty(), "{j:?}");
 }
 
@@ -45,10 +46,12 @@ fn nan_and_inf_in_the_reference_must_match_in_kind() {
     let nan = f32::NAN;
     let inf = f32::INFINITY;
     // the reference's own NaN/Inf is not a bug when the other side agrees
-    let same = oracle().judge(&[out(Level::Disable, Status::Ok, &[nan, inf, -inf]), out(Level::All, Status::Ok, &[nan, inf, -inf])]);
+    let same = oracle()
+        .judge(&[out(Level::Disable, Status::Ok, &[nan, inf, -inf]), out(Level::All, Status::Ok, &[nan, inf, -inf])]);
     assert!(same.verdicts.is_empty());
     for other in [[1.0, inf, -inf], [nan, -inf, -inf], [nan, inf, 0.0]] {
-        let j = oracle().judge(&[out(Level::Disable, Status::Ok, &[nan, inf, -inf]), out(Level::All, Status::Ok, &other)]);
+        let j =
+            oracle().judge(&[out(Level::Disable, Status::Ok, &[nan, inf, -inf]), out(Level::All, Status::Ok, &other)]);
         assert_eq!(j.verdicts.len(), 1, "{other:?}");
         assert_eq!(j.verdicts[0].max_diff, Some(f64::INFINITY));
     }

@@ -90,7 +90,8 @@ impl Builder {
         let (new_consts, new_inputs) = (draft.new_consts, draft.new_inputs);
         self.consts.extend(new_consts.iter().cloned());
         // empty constants (e.g. no axes) are inputs of their node only, never data for later nodes
-        self.values.extend(new_consts.into_iter().filter(|(_, t)| t.numel() > 0).map(|(name, t)| Value { name, ty: t.ty() }));
+        self.values
+            .extend(new_consts.into_iter().filter(|(_, t)| t.numel() > 0).map(|(name, t)| Value { name, ty: t.ty() }));
         self.values.extend(new_inputs.iter().cloned());
         self.inputs.extend(new_inputs);
         let k = self.nodes.len();

@@ -1,5 +1,7 @@
 //! A test-only target that misbehaves on request: a model's metadata `oatest.fault` = `segfault`, `abort`,
-//! `hang`, `oom` or `exit` makes the worker do exactly that; otherwise it echoes its inputs as outputs.
+//! `hang`, `oom` or `exit` makes the worker do exactly that; `wrong` shifts the optimized outputs by 1 (an
+//! inconsistency), `noisy` adds run-to-run noise in every configuration (nondeterminism); otherwise it echoes
+//! its inputs as outputs.
 
 use super::{Config, NamedTensor, Outcome, Status, Target};
 use crate::graph::onnx::decode_model;
@@ -42,12 +44,29 @@ impl Target for FaultTarget {
                 _ => {}
             }
         }
-        Outcome {
-            config: config.clone(),
-            status: Status::Ok,
-            outputs: inputs.to_vec(),
-            passes_fired: Vec::new(),
-            time_ms: 0.0,
-        }
+        let shift = match fault {
+            Some("wrong") if config.level != super::Level::Disable => 1.0,
+            Some("noisy") => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos() % 1000 + 1) as f64,
+            _ => 0.0,
+        };
+        let outputs = inputs
+            .iter()
+            .map(|t| match t.tensor.to_f64s() {
+                Some(v) if shift != 0.0 && t.tensor.dtype.is_float() => {
+                    let dims: Vec<usize> = t.tensor.dims.iter().map(|&d| d as usize).collect();
+                    let v: Vec<f64> = v.iter().map(|x| x + shift).collect();
+                    NamedTensor {
+                        name: t.name.clone(),
+                        tensor: crate::graph::Tensor::from_f64s(t.tensor.dtype, &dims, &v),
+                    }
+                }
+                _ => t.clone(),
+            })
+            .collect();
+        let passes_fired =
+            if config.level == super::Level::Disable { Vec::new() } else { vec!["FaultPass".to_string()] };
+        Outcome { config: config.clone(), status: Status::Ok, outputs, passes_fired, time_ms: 0.0 }
     }
 }

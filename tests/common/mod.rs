@@ -1,0 +1,34 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, Tensor, TensorType};
+use oatest::target::NamedTensor;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// A one-node Relu model; `fault` goes into the metadata the test-only fault target obeys.
+pub fn fault_model(fault: Option<&str>) -> Vec<u8> {
+    let mut g = Graph::new("g");
+    let t = TensorType::new(DType::F32, &[2]);
+    g.add_input("x", t.clone());
+    g.add_node(Node::new("n", OpId::onnx("Relu"), vec!["x".into()], vec!["y".into()])).unwrap();
+    g.add_output("y", t);
+    let mut m = Model::new(g);
+    if let Some(f) = fault {
+        m.metadata.push(("oatest.fault".into(), f.into()));
+    }
+    onnx::encode_model(&m)
+}
+
+pub fn relu_inputs() -> Vec<NamedTensor> {
+    vec![NamedTensor { name: "x".into(), tensor: Tensor::from_f32(&[2], &[1.0, -1.0]) }]
+}
+
+pub fn oatest(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_oatest")).args(args).output().expect("oatest runs")
+}
+
+pub fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
