@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# The main job: set up, generate 1000 seed graphs, and check that every one passes onnx's full checker and runs
-# in onnxruntime at optimization levels "disable" and "all". (Becomes a short fuzz campaign once `oatest fuzz`
-# exists.)
+# The main job: set up, then a one-minute fuzz campaign against ONNX Runtime (the onnxruntime wheel in .venv)
+# on every core. Findings, stats.json and plots land in results/ort-<timestamp>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-out="results/seeds-$(date +%Y%m%d-%H%M%S)"
-./target/release/oatest seeds gen --count 1000 --seed 7 --out "$out"
-.venv/bin/python python/ortcheck.py "$out"
-echo "seed models are in $out"
+out="results/ort-$(date +%Y%m%d-%H%M%S)"
+./target/release/oatest doctor
+./target/release/oatest fuzz --target ort --minutes "${OATEST_MINUTES:-1}" --seed "${OATEST_SEED:-1}" --out "$out"
+echo "findings: $out/findings/ (one directory per finding: model.onnx, input_*.pb, outcome.json, meta.json)"

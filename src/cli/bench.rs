@@ -1,5 +1,6 @@
-//! `oatest bench`: measure what oatest's machinery costs. `--kind worker`: the same tests through a worker
-//! process and through the target called directly in this process.
+//! `oatest bench`: measure what oatest's machinery costs. `--kind campaign` (default): a fixed-seed campaign,
+//! then the same tests replayed through bare target sessions in a loop. `--kind worker`: the same tests
+//! through a worker process and through the target called directly in this process.
 
 use crate::graph::onnx;
 use crate::seedgen::{generate, SeedConfig};
@@ -14,11 +15,14 @@ pub struct BenchArgs {
     #[arg(long, default_value = "ort")]
     pub target: String,
     /// What to measure.
-    #[arg(long, default_value = "worker", value_parser = ["worker"])]
+    #[arg(long, default_value = "campaign", value_parser = ["campaign", "worker"])]
     pub kind: String,
-    /// Seed models per round.
-    #[arg(long, default_value_t = 300)]
-    pub tests: u64,
+    /// Tests (campaign) or seed models per round (worker).
+    #[arg(long)]
+    pub tests: Option<u64>,
+    /// Worker processes of the campaign (default: number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Rounds; the median is reported.
@@ -29,8 +33,64 @@ pub struct BenchArgs {
 }
 
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
+    match a.kind.as_str() {
+        "campaign" => campaign(a),
+        _ => worker(a),
+    }
+}
+
+fn campaign(a: BenchArgs) -> anyhow::Result<()> {
+    use crate::campaign::{self, source::SeedgenSource, source::TestSource, Budget, Settings};
     let kind = TargetKind::parse(&a.target)?;
-    let cases: Vec<(Vec<u8>, Vec<NamedTensor>)> = (0..a.tests)
+    let n = a.tests.unwrap_or(2000);
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let dir = tempfile::tempdir()?;
+    let settings = Settings {
+        target: a.target.clone(),
+        seed: a.seed,
+        budget: Budget::Tests(n),
+        jobs,
+        tolerance: 1e-3,
+        seeds_dir: None,
+        out: dir.path().join("run"),
+        timeout_ms: 10_000,
+        mem_mb: 8192,
+        max_nodes: 10,
+        ort_lib: a.ort_lib.clone(),
+        configs: Vec::new(),
+    };
+    let src = || SeedgenSource { seed: a.seed, cfg: SeedConfig::default() };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let summary = campaign::run(settings, None, Box::new(src()), stop)?;
+    let fuzz_rate = summary.stats.tests_per_sec;
+    // the same tests, through bare sessions of the target in this process, one loop
+    let mut target = open(&kind, a.ort_lib.as_deref())?;
+    let configs = target.default_configs();
+    let mut source = src();
+    let tests: Vec<_> = (0..n).map(|i| source.make(i)).collect::<anyhow::Result<_>>()?;
+    let t = Instant::now();
+    for test in &tests {
+        for c in &configs {
+            std::hint::black_box(target.run(&test.model, &test.inputs, c));
+        }
+    }
+    let bare_rate = n as f64 / t.elapsed().as_secs_f64();
+    println!(
+        "{} {}: {n} tests (seed {}), configs [{}]",
+        summary.stats.target,
+        summary.stats.target_version,
+        a.seed,
+        configs.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
+    );
+    println!("campaign ({jobs} workers, oracle, findings, stats): {fuzz_rate:.0} tests/s");
+    println!("bare replay (one loop, in-process, no oracle):      {bare_rate:.0} tests/s");
+    println!("ratio campaign / bare: {:.2}", fuzz_rate / bare_rate);
+    Ok(())
+}
+
+fn worker(a: BenchArgs) -> anyhow::Result<()> {
+    let kind = TargetKind::parse(&a.target)?;
+    let cases: Vec<(Vec<u8>, Vec<NamedTensor>)> = (0..a.tests.unwrap_or(300))
         .map(|i| {
             let m = generate(a.seed, i, &SeedConfig::default());
             let feeds = inputs::generate(&m.graph, i)?;
