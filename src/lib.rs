@@ -11,6 +11,7 @@ pub mod cli;
 pub mod graph;
 pub mod ops;
 pub mod oracle;
+pub mod pattern;
 pub mod seedgen;
 pub mod target;
 pub mod util;

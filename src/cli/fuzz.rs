@@ -188,6 +188,6 @@ mod tests {
     #[test]
     fn timestamps_are_civil_utc() {
         assert_eq!(timestamp(0), "19700101-000000");
-        assert_eq!(timestamp(1_795_000_000), "20261202-080640");
+        assert_eq!(timestamp(1_795_000_000), "20261118-110640");
     }
 }

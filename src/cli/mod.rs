@@ -5,8 +5,10 @@ mod bench;
 mod check;
 mod convert;
 mod doctor;
+mod extract;
 mod fuzz;
 mod ops;
+mod patterns;
 mod run;
 mod seeds;
 mod worker;
@@ -24,6 +26,12 @@ pub struct Cli {
 pub enum Command {
     /// The fuzz campaign: generate tests, run them under every configuration, file findings.
     Fuzz(fuzz::FuzzArgs),
+    /// Extract optimization-aware patterns from a compiler's own test models.
+    #[command(subcommand)]
+    Extract(extract::ExtractCmd),
+    /// Pattern libraries: statistics.
+    #[command(subcommand)]
+    Patterns(patterns::PatternsCmd),
     /// Seed graphs: generate random valid ONNX models.
     #[command(subcommand)]
     Seeds(seeds::SeedsCmd),
@@ -48,6 +56,8 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Fuzz(c) => fuzz::run(c),
+        Command::Extract(c) => extract::run(c),
+        Command::Patterns(c) => patterns::run(c),
         Command::Seeds(c) => seeds::run(c),
         Command::Ops(c) => ops::run(c),
         Command::Check(c) => check::run(c),

@@ -45,11 +45,14 @@ pub struct Config {
     pub threads: usize,
     /// Also find which rewrite rules inside rule-based passes fired (costs one session per rule).
     pub attribute_rules: bool,
+    /// Write the optimized graph here (targets that can: ORT).
+    #[serde(default)]
+    pub save_optimized: Option<std::path::PathBuf>,
 }
 
 impl Config {
     pub fn level(level: Level) -> Config {
-        Config { level, disabled: Vec::new(), threads: 1, attribute_rules: false }
+        Config { level, disabled: Vec::new(), threads: 1, attribute_rules: false, save_optimized: None }
     }
 
     /// Parses `LEVEL[:-Pass1;-Pass2...]` (e.g. `all`, `extended:-ConstantFolding;-GeluFusionL1`,
@@ -83,7 +86,7 @@ impl Config {
             other => anyhow::bail!("config '{s}': unknown level '{other}' (disable, basic, extended, layout, all)"),
         };
         anyhow::ensure!(threads >= 1, "config '{s}': threads must be >= 1");
-        Ok(Config { level, disabled, threads, attribute_rules: false })
+        Ok(Config { level, disabled, threads, attribute_rules: false, save_optimized: None })
     }
 }
 

@@ -125,6 +125,9 @@ impl OrtTarget {
         if !config.disabled.is_empty() {
             b = b.with_disabled_optimizers(config.disabled.join(";"))?;
         }
+        if let Some(p) = &config.save_optimized {
+            b = b.with_optimized_model_path(p)?;
+        }
         b.commit_from_memory(model)
     }
 }
@@ -169,6 +172,7 @@ impl OrtTarget {
         for (container, rules) in RULE_CONTAINERS.iter().filter(|(c, _)| fired.iter().any(|f| f == c)) {
             for rule in rules.iter().filter(|r| !config.disabled.iter().any(|d| d == *r)) {
                 let mut c = config.clone();
+                c.save_optimized = None;
                 c.disabled.extend(rules.iter().filter(|r| *r != rule).map(|r| r.to_string()));
                 let probe = Arc::new(Mutex::new(Vec::new()));
                 if self.session(model, &c, probe.clone()).is_ok()

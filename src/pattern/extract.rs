@@ -1,0 +1,287 @@
+//! Extraction: pair each captured graph with the passes that really modified it (pass-call instrumentation),
+//! isolate each pass's rewrite (every other fired pass disabled, the optimized graph saved), diff before/after to
+//! find the rewritten region, cut block- and subgraph-level patterns, and keep those that, closed with fresh
+//! graph inputs, still fire their pass.
+
+use super::{abstract_type, structural_key, Granularity, Pattern, PatternMeta, Port, Provenance, FORMAT};
+use crate::graph::{onnx, Graph, Model, NodeId, TensorType, ValueType};
+use crate::target::ort::RULE_CONTAINERS;
+use crate::target::worker::Worker;
+use crate::target::{inputs, Config, Level, NamedTensor, Status};
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+/// Which granularities to cut for a pass (data; passes not listed get both).
+pub const GRANULARITY: &[(&str, &[Granularity])] = &[
+    // these need a duplicate or a neighbour outside the rewritten nodes to fire
+    ("CommonSubexpressionElimination", &[Granularity::Subgraph]),
+    ("ConstantSharing", &[Granularity::Subgraph]),
+];
+
+pub fn granularities(pass: &str) -> &'static [Granularity] {
+    GRANULARITY
+        .iter()
+        .find(|(p, _)| *p == pass)
+        .map(|(_, g)| *g)
+        .unwrap_or(&[Granularity::Block, Granularity::Subgraph])
+}
+
+/// The rule container of a rewrite rule, if `pass` is one.
+pub fn container_of(pass: &str) -> Option<&'static str> {
+    RULE_CONTAINERS.iter().find(|(_, rules)| rules.contains(&pass)).map(|(c, _)| *c)
+}
+
+fn is_container(pass: &str) -> bool {
+    RULE_CONTAINERS.iter().any(|(c, _)| *c == pass)
+}
+
+/// Original nodes the optimized graph no longer has unchanged (same op, inputs and outputs): the region the
+/// optimization rewrote.
+pub fn diff_region(original: &Graph, optimized: &Graph) -> Vec<NodeId> {
+    let key = |g: &Graph, id: NodeId| {
+        let n = g.node(id);
+        (n.op.clone(), n.inputs.clone(), n.outputs.clone())
+    };
+    let kept: HashSet<_> = optimized.node_ids().map(|id| key(optimized, id)).collect();
+    let mut region: Vec<NodeId> = original.node_ids().filter(|&id| !kept.contains(&key(original, id))).collect();
+    region.sort();
+    region
+}
+
+/// The nodes a pattern of granularity `g` keeps around `region`.
+pub fn expand(original: &Graph, region: &[NodeId], g: Granularity) -> BTreeSet<NodeId> {
+    let mut set: BTreeSet<NodeId> = region.iter().copied().collect();
+    if g == Granularity::Subgraph {
+        for &id in region {
+            let n = original.node(id);
+            set.extend(n.inputs.iter().filter_map(|i| original.producer(i)).map(|o| o.node));
+            for o in &n.outputs {
+                set.extend(original.consumers(o).into_iter().map(|(c, _)| c));
+            }
+        }
+    }
+    set
+}
+
+/// A closed graph of `nodes`: their constants, open inputs as graph inputs, open outputs (values read outside
+/// the set, or the original graph's outputs; else the set's leaves) as graph outputs. `None` when a port's type
+/// is unknown.
+pub fn cut(original: &Graph, nodes: &BTreeSet<NodeId>, types: &HashMap<String, TensorType>) -> Option<Graph> {
+    let mut g = Graph::new("oatest_pattern");
+    let order: Vec<NodeId> = original.topo_order().ok()?.into_iter().filter(|id| nodes.contains(id)).collect();
+    let produced: HashSet<&str> =
+        order.iter().flat_map(|&id| original.node(id).outputs.iter().map(String::as_str)).collect();
+    let mut seen = HashSet::new();
+    for &id in &order {
+        for i in original.node(id).inputs.iter().filter(|i| !i.is_empty() && !produced.contains(i.as_str())) {
+            if !seen.insert(i.clone()) {
+                continue;
+            }
+            match original.initializers.get(i) {
+                Some(t) if !original.inputs.contains(i) => g.add_initializer(i, t.clone()),
+                _ => g.add_input(i, types.get(i)?.clone()),
+            }
+        }
+    }
+    for &id in &order {
+        g.add_node(original.node(id).clone()).ok()?;
+    }
+    let read_outside = |v: &str| {
+        original.outputs.iter().any(|o| o == v) || original.consumers(v).iter().any(|(c, _)| !nodes.contains(c))
+    };
+    let mut outs: Vec<&str> = produced.iter().copied().filter(|v| read_outside(v)).collect();
+    if outs.is_empty() {
+        let read_inside: HashSet<&str> =
+            order.iter().flat_map(|&id| original.node(id).inputs.iter().map(String::as_str)).collect();
+        outs = produced.iter().copied().filter(|v| !read_inside.contains(v)).collect();
+    }
+    outs.sort_by_key(|v| order.iter().position(|&id| original.node(id).outputs.iter().any(|o| o == v)));
+    for v in outs {
+        g.add_output(v, types.get(v)?.clone());
+    }
+    g.validate().ok()?;
+    Some(g)
+}
+
+fn ports(g: &Graph, names: &[String], consumers_of: impl Fn(&str) -> Vec<String>) -> Vec<Port> {
+    names
+        .iter()
+        .filter_map(|n| {
+            let ty = g.tensor_type(n)?;
+            let cons = consumers_of(n);
+            let cons: Vec<&str> = cons.iter().map(String::as_str).collect();
+            Some(Port { name: n.clone(), abstract_ty: abstract_type(&ty, &cons), ty })
+        })
+        .collect()
+}
+
+/// Builds the pattern (metadata included) from a cut graph.
+pub fn make_pattern(
+    original: &Model,
+    g: Graph,
+    pass: &str,
+    gran: Granularity,
+    version: &str,
+    provenance: Provenance,
+) -> Pattern {
+    let consumers_in = |n: &str| g.consumers(n).into_iter().map(|(id, _)| g.node(id).op.name.clone()).collect();
+    let inputs = ports(&g, &g.inputs.clone(), consumers_in);
+    let outputs = ports(&g, &g.outputs.clone(), |_| Vec::new());
+    let key = structural_key(pass, &g);
+    let mut model = Model::new(g);
+    model.ir_version = original.ir_version.min(10);
+    model.opsets = original.opsets.clone();
+    model.functions = original.functions.clone();
+    model.producer_name = "oatest extract".into();
+    let meta = PatternMeta {
+        format: FORMAT,
+        compiler: "ort".into(),
+        compiler_version: version.into(),
+        pass: pass.into(),
+        granularity: gran,
+        inputs,
+        outputs,
+        provenance: vec![provenance],
+        key,
+    };
+    Pattern { model, meta }
+}
+
+/// Concrete types of every value, from declarations and from one unoptimized run with every node output
+/// exposed as a graph output.
+pub fn value_types(w: &mut Worker, m: &Model, feeds: &[NamedTensor]) -> HashMap<String, TensorType> {
+    let g = &m.graph;
+    let mut types: HashMap<String, TensorType> = HashMap::new();
+    for (n, vt) in &g.types {
+        if let ValueType::Tensor(t) = vt {
+            if t.dims().is_some() {
+                types.insert(n.clone(), t.clone());
+            }
+        }
+    }
+    for (n, t) in &g.initializers {
+        types.insert(n.clone(), t.ty());
+    }
+    for f in feeds {
+        types.insert(f.name.clone(), f.tensor.ty());
+    }
+    let mut exposed = m.clone();
+    let outs: Vec<String> = g
+        .node_ids()
+        .flat_map(|id| g.node(id).outputs.clone())
+        .filter(|o| !o.is_empty() && !g.outputs.contains(o))
+        .collect();
+    for o in outs {
+        exposed.graph.outputs.push(o.clone());
+        exposed.graph.types.entry(o).or_insert(ValueType::Opaque(Vec::new()));
+    }
+    let o = w.run(&onnx::encode_model(&exposed), feeds, &Config::level(Level::Disable));
+    if o.status == Status::Ok {
+        for t in o.outputs {
+            types.insert(t.name, t.tensor.ty());
+        }
+    }
+    types
+}
+
+/// What extraction found in one model.
+#[derive(Default)]
+pub struct ModelResult {
+    /// Passes that modified the graph (optimizing passes only).
+    pub pairs: Vec<String>,
+    pub patterns: Vec<Pattern>,
+    /// Candidates cut but not verified.
+    pub rejected: usize,
+    pub notes: Vec<String>,
+}
+
+/// Extracts patterns from one captured model.
+pub fn extract_model(
+    w: &mut Worker,
+    bytes: &[u8],
+    provenance: &Provenance,
+    tmp: &std::path::Path,
+) -> anyhow::Result<ModelResult> {
+    let model = onnx::decode_model(bytes)?;
+    let feeds = inputs::generate(&model.graph, 0).unwrap_or_default();
+    let mut res = ModelResult::default();
+    // pairing: passes that fired at `all` but not in the unoptimized (always-on) configuration
+    let base: HashSet<String> = w.run(bytes, &feeds, &Config::level(Level::Disable)).passes_fired.into_iter().collect();
+    let mut all = Config::level(Level::All);
+    all.attribute_rules = true;
+    let fired: Vec<String> =
+        w.run(bytes, &feeds, &all).passes_fired.into_iter().filter(|p| !base.contains(p)).collect();
+    let passes: Vec<&String> = fired.iter().filter(|p| !is_container(p)).collect();
+    if passes.is_empty() {
+        return Ok(res);
+    }
+    let types = value_types(w, &model, &feeds);
+    let version = w.info.version.clone();
+    for pass in passes {
+        res.pairs.push(pass.clone());
+        let Some(optimized) = isolate(w, bytes, &fired, pass, tmp) else {
+            res.notes.push(format!("{pass}: no isolated rewrite"));
+            continue;
+        };
+        let region = diff_region(&model.graph, &optimized.graph);
+        if region.is_empty() {
+            res.notes.push(format!("{pass}: rewrite left every node unchanged"));
+            continue;
+        }
+        for &gran in granularities(pass) {
+            let nodes = expand(&model.graph, &region, gran);
+            let Some(g) = cut(&model.graph, &nodes, &types) else {
+                res.rejected += 1;
+                continue;
+            };
+            let p = make_pattern(&model, g, pass, gran, &version, provenance.clone());
+            if verify(w, &p) {
+                res.patterns.push(p);
+            } else {
+                res.rejected += 1;
+            }
+        }
+    }
+    Ok(res)
+}
+
+/// The graph after `pass` alone (other fired passes disabled); `None` if the pass does not fire alone.
+fn isolate(w: &mut Worker, bytes: &[u8], fired: &[String], pass: &str, tmp: &std::path::Path) -> Option<Model> {
+    let container = container_of(pass);
+    let siblings: Vec<String> = container
+        .and_then(|c| RULE_CONTAINERS.iter().find(|(n, _)| *n == c))
+        .map(|(_, rules)| rules.iter().filter(|r| **r != pass).map(|r| r.to_string()).collect())
+        .unwrap_or_default();
+    let others: Vec<String> = fired
+        .iter()
+        .filter(|p| p.as_str() != pass && Some(p.as_str()) != container && !siblings.contains(p))
+        .cloned()
+        .collect();
+    let marker = container.unwrap_or(pass);
+    // first with every other fired pass disabled; if the pass then does not fire, it needed them: allow them
+    for disabled in [[siblings.clone(), others].concat(), siblings] {
+        // unique per call: several worker threads of one process isolate at once
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = tmp.join(format!("opt-{}-{n}.onnx", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut c = Config::level(Level::All);
+        c.disabled = disabled;
+        c.save_optimized = Some(path.clone());
+        let o = w.run(bytes, &[], &c);
+        if o.passes_fired.iter().any(|p| p == marker) {
+            let m = onnx::load(&path).ok();
+            let _ = std::fs::remove_file(&path);
+            return m;
+        }
+    }
+    None
+}
+
+/// A pattern is kept only if, closed with fresh graph inputs, it still fires its pass.
+pub fn verify(w: &mut Worker, p: &Pattern) -> bool {
+    let Ok(bytes) = p.encode() else { return false };
+    let feeds = inputs::generate(&p.model.graph, 0).unwrap_or_default();
+    let mut c = Config::level(Level::All);
+    c.attribute_rules = container_of(&p.meta.pass).is_some();
+    w.run(&bytes, &feeds, &c).passes_fired.iter().any(|f| *f == p.meta.pass)
+}

@@ -1,0 +1,111 @@
+//! Pattern extraction against ONNX Runtime: pairing by instrumentation, verification and dedup on hand-built
+//! models, and the committed library's coverage. Needs the onnxruntime wheel in .venv (scripts/setup.sh).
+
+mod common;
+use common::{json, oatest};
+use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, TensorType};
+use oatest::pattern::extract::verify;
+use oatest::pattern::{Granularity, Pattern, PatternMeta, Provenance};
+use oatest::target::worker::{Worker, WorkerSpec};
+use oatest::target::TargetKind;
+use std::path::{Path, PathBuf};
+
+/// x -> Relu -> Identity -> Abs -> y, with value names prefixed (so two copies differ only in names).
+fn identity_chain(prefix: &str) -> Model {
+    let v = |s: &str| format!("{prefix}{s}");
+    let t = TensorType::new(DType::F32, &[2, 3]);
+    let mut g = Graph::new("g");
+    g.add_input(&v("x"), t.clone());
+    g.add_node(Node::new(v("relu"), OpId::onnx("Relu"), vec![v("x")], vec![v("r")])).unwrap();
+    g.add_node(Node::new(v("id"), OpId::onnx("Identity"), vec![v("r")], vec![v("i")])).unwrap();
+    g.add_node(Node::new(v("abs"), OpId::onnx("Abs"), vec![v("i")], vec![v("y")])).unwrap();
+    g.add_output(&v("y"), t);
+    Model::new(g)
+}
+
+fn abs_only() -> Model {
+    let t = TensorType::new(DType::F32, &[4]);
+    let mut g = Graph::new("g");
+    g.add_input("x", t.clone());
+    g.add_node(Node::new("abs", OpId::onnx("Abs"), vec!["x".into()], vec!["y".into()])).unwrap();
+    g.add_output("y", t);
+    Model::new(g)
+}
+
+#[test]
+fn extraction_pairs_cuts_verifies_and_merges_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(models.join("sub")).unwrap();
+    onnx::save(&identity_chain(""), &models.join("a.onnx")).unwrap();
+    onnx::save(&identity_chain("other_"), &models.join("sub/b.onnx")).unwrap();
+    onnx::save(&abs_only(), &models.join("nothing.onnx")).unwrap();
+    std::fs::write(models.join("broken.onnx"), b"\x08\x07garbage").unwrap();
+    let out = dir.path().join("lib");
+    let o = oatest(&[
+        "extract",
+        "ort",
+        "--models",
+        models.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--jobs",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("broken.onnx"), "a model that fails to load is reported");
+    let files = oatest::util::onnx_files(&out).unwrap();
+    let pats: Vec<Pattern> = files.iter().map(|f| Pattern::load(f).unwrap()).collect();
+    let grans: Vec<Granularity> =
+        pats.iter().filter(|p| p.meta.pass == "EliminateIdentity").map(|p| p.meta.granularity).collect();
+    assert!(grans.contains(&Granularity::Block) && grans.contains(&Granularity::Subgraph), "{grans:?}");
+    for p in pats.iter().filter(|p| p.meta.pass == "EliminateIdentity") {
+        let sources: Vec<&str> = p.meta.provenance.iter().map(|s| s.source.as_str()).collect();
+        assert_eq!(sources, ["a.onnx", "sub/b.onnx"], "the two copies merge into one pattern");
+        assert_eq!(p.meta.compiler, "ort");
+        assert!(!p.meta.inputs.is_empty() && !p.meta.outputs.is_empty());
+    }
+    assert!(pats.iter().all(|p| !p.meta.provenance.iter().any(|s| s.source == "nothing.onnx")));
+    let stats = oatest(&["patterns", "stats", "--json", out.to_str().unwrap()]);
+    let s: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert_eq!(s["total"].as_u64().unwrap() as usize, files.len());
+    assert!(s["per_pass"]["EliminateIdentity"].as_u64().unwrap() >= 2);
+    assert!(s["per_granularity"]["block"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn verification_rejects_a_pattern_that_does_not_fire_its_pass() {
+    let mut spec = WorkerSpec::new(TargetKind::Ort).unwrap();
+    spec.exe = PathBuf::from(env!("CARGO_BIN_EXE_oatest"));
+    let mut w = Worker::start(spec).expect("ORT worker (run scripts/setup.sh)");
+    let meta = |pass: &str| PatternMeta {
+        format: 1,
+        compiler: "ort".into(),
+        compiler_version: "x".into(),
+        pass: pass.into(),
+        granularity: Granularity::Subgraph,
+        inputs: vec![],
+        outputs: vec![],
+        provenance: vec![Provenance { source: "t".into(), test: None }],
+        key: String::new(),
+    };
+    let good = Pattern { model: identity_chain(""), meta: meta("EliminateIdentity") };
+    assert!(verify(&mut w, &good));
+    let wrong_pass = Pattern { model: identity_chain(""), meta: meta("ConvBNFusion") };
+    assert!(!verify(&mut w, &wrong_pass));
+    let no_rewrite = Pattern { model: abs_only(), meta: meta("EliminateIdentity") };
+    assert!(!verify(&mut w, &no_rewrite));
+}
+
+#[test]
+fn the_committed_ort_library_covers_the_corpus() {
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("patterns/ort");
+    let o = oatest(&["patterns", "stats", "--json", lib.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(s["total"].as_u64().unwrap() >= 300, "{}", s["total"]);
+    assert!(s["per_pass"].as_object().unwrap().len() >= 30);
+    assert!(s["unreadable"].as_array().unwrap().is_empty());
+    assert!(lib.join("NOTICE").exists(), "patterns derived from ONNX Runtime's tests carry its license notice");
+    let _ = json; // shared helper
+}
