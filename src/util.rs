@@ -38,3 +38,16 @@ pub fn onnx_files(path: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
     out.sort();
     Ok(out)
 }
+
+/// The first existing `rel` below the current directory, its ancestors, or the executable's ancestors (how
+/// oatest finds its project's files: python/, .venv/).
+pub fn project_file(rel: &str) -> Option<std::path::PathBuf> {
+    let mut roots: Vec<std::path::PathBuf> = Vec::new();
+    if let Ok(cwd) = std::env::current_dir() {
+        roots.extend(cwd.ancestors().map(Path::to_path_buf));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        roots.extend(exe.ancestors().map(Path::to_path_buf));
+    }
+    roots.into_iter().map(|r| r.join(rel)).find(|p| p.exists())
+}

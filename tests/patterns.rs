@@ -109,3 +109,21 @@ fn the_committed_ort_library_covers_the_corpus() {
     assert!(lib.join("NOTICE").exists(), "patterns derived from ONNX Runtime's tests carry its license notice");
     let _ = json; // shared helper
 }
+
+#[test]
+fn extraction_from_a_pytest_suite_keeps_the_test_as_provenance() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("lib");
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/fixtures/ort_suite");
+    let o =
+        oatest(&["extract", "ort", "--pytest", suite.to_str().unwrap(), "--out", out.to_str().unwrap(), "--jobs", "1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("keeping the models captured so far"));
+    let pats: Vec<Pattern> =
+        oatest::util::onnx_files(&out).unwrap().iter().map(|f| Pattern::load(f).unwrap()).collect();
+    let tests: Vec<String> =
+        pats.iter().flat_map(|p| p.meta.provenance.iter().filter_map(|s| s.test.clone())).collect();
+    assert!(tests.iter().any(|t| t.ends_with("test_identity_chain_from_bytes")), "{tests:?}");
+    assert!(pats.iter().any(|p| p.meta.pass == "ConvActivationFusion"), "the Conv+Relu test's fusion is extracted");
+    assert!(pats.iter().any(|p| p.meta.pass == "EliminateIdentity"));
+}

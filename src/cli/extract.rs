@@ -20,7 +20,14 @@ pub enum ExtractCmd {
 pub struct OrtArgs {
     /// A directory searched recursively for .onnx models (e.g. ../shared/corpora/ort-transform-testdata).
     #[arg(long)]
-    pub models: PathBuf,
+    pub models: Option<PathBuf>,
+    /// A pytest test path (e.g. ORT's onnxruntime/test/python/quantization): its tests run with the capture
+    /// plugin from python/, and every model they open a session on is extracted from.
+    #[arg(long)]
+    pub pytest: Option<PathBuf>,
+    /// The Python that runs --pytest (default: .venv/bin/python of the project, else python3).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
     /// The pattern library to (re)write.
     #[arg(long, default_value = "patterns/ort")]
     pub out: PathBuf,
@@ -49,19 +56,78 @@ fn test_hints(models: &Path) -> BTreeMap<String, String> {
     m.into_iter().map(|(k, v)| (k, v.into_iter().collect::<Vec<_>>().join(","))).collect()
 }
 
+/// Runs a pytest suite with the capture plugin; returns the captured models with the first test that opened
+/// each. A failing suite keeps what it captured.
+fn capture_pytest(a: &OrtArgs, tests: &Path, dir: &Path) -> anyhow::Result<Vec<(PathBuf, Provenance)>> {
+    let python = a
+        .python
+        .clone()
+        .or_else(|| crate::util::project_file(".venv/bin/python"))
+        .unwrap_or_else(|| PathBuf::from("python3"));
+    let plugin = crate::util::project_file("python/oatest_capture.py")
+        .context("python/oatest_capture.py not found (run oatest from its project directory)")?;
+    let pythonpath = match std::env::var_os("PYTHONPATH") {
+        Some(p) => format!("{}:{}", plugin.parent().unwrap().display(), p.to_string_lossy()),
+        None => plugin.parent().unwrap().display().to_string(),
+    };
+    eprintln!("running pytest on {} with the capture plugin ({})", tests.display(), python.display());
+    let status = std::process::Command::new(&python)
+        .args(["-m", "pytest", "-q", "-p", "oatest_capture", "-p", "no:cacheprovider"])
+        .arg(tests)
+        .env("OATEST_CAPTURE_DIR", dir)
+        .env("PYTHONPATH", pythonpath)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    if !status.success() {
+        eprintln!("warning: pytest on {} ended with {status}; keeping the models captured so far", tests.display());
+    }
+    let mut first: BTreeMap<String, String> = BTreeMap::new();
+    if let Ok(text) = std::fs::read_to_string(dir.join("captures.jsonl")) {
+        for line in text.lines() {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+            if let (Some(m), Some(t)) = (v["model"].as_str(), v["test"].as_str()) {
+                first.entry(m.to_string()).or_insert_with(|| t.to_string());
+            }
+        }
+    }
+    Ok(first
+        .into_iter()
+        .map(|(m, t)| {
+            let file = t.split("::").next().unwrap_or_default().to_string();
+            (dir.join(&m), Provenance { source: format!("pytest:{file}"), test: Some(t) })
+        })
+        .collect())
+}
+
 fn ort(a: OrtArgs) -> anyhow::Result<()> {
     let start = Instant::now();
-    let files = crate::util::onnx_files(&a.models)?;
-    anyhow::ensure!(!files.is_empty(), "--models {}: no .onnx files", a.models.display());
-    let hints = test_hints(&a.models);
+    anyhow::ensure!(a.models.is_some() || a.pytest.is_some(), "give --models DIR and/or --pytest PATH");
+    let mut items: Vec<(PathBuf, Provenance)> = Vec::new();
+    if let Some(models) = &a.models {
+        let files = crate::util::onnx_files(models)?;
+        anyhow::ensure!(!files.is_empty(), "--models {}: no .onnx files", models.display());
+        let hints = test_hints(models);
+        items.extend(files.into_iter().map(|f| {
+            let rel = f.strip_prefix(models).unwrap_or(&f).display().to_string();
+            let prov = Provenance { test: hints.get(&rel).cloned(), source: rel };
+            (f, prov)
+        }));
+    }
+    let captures = tempfile::tempdir()?;
+    if let Some(tests) = &a.pytest {
+        let got = capture_pytest(&a, tests, captures.path())?;
+        eprintln!("captured {} distinct models from {}", got.len(), tests.display());
+        items.extend(got);
+    }
+    let n_models = items.len();
     let mut spec = WorkerSpec::new(TargetKind::Ort)?;
     spec.ort_lib = a.ort_lib.clone();
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-    let pool = Pool::start(&spec, jobs.min(files.len()))?;
+    let pool = Pool::start(&spec, jobs.clamp(1, n_models.max(1)))?;
     let tmp = tempfile::tempdir()?;
-    let results = pool.map(files, |w, path| {
-        let rel = path.strip_prefix(&a.models).unwrap_or(&path).display().to_string();
-        let prov = Provenance { source: rel.clone(), test: hints.get(&rel).cloned() };
+    let results = pool.map(items, |w, (path, prov)| {
+        let rel = prov.source.clone();
         let r = std::fs::read(&path)
             .with_context(|| format!("cannot read {}", path.display()))
             .and_then(|b| extract_model(w, &b, &prov, tmp.path()).with_context(|| format!("{}", path.display())));
@@ -99,17 +165,13 @@ fn ort(a: OrtArgs) -> anyhow::Result<()> {
     println!(
         "{} models ({skipped} skipped): {pairs} (graph, pass) pairs, {candidates} candidate patterns, {verified} verified, \
          {} unique over {} passes, written to {} in {:.1}s",
-        count_models(&a.models),
+        n_models,
         library.len(),
         passes.len(),
         a.out.display(),
         start.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-fn count_models(dir: &Path) -> usize {
-    crate::util::onnx_files(dir).map(|f| f.len()).unwrap_or(0)
 }
 
 /// Replaces the pattern files of a library directory (files that are not patterns are left alone).

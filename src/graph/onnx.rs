@@ -231,6 +231,9 @@ fn import_tensor(t: &pb::TensorProto) -> Result<Tensor, OnnxError> {
             }
             DType::I8 | DType::U8 | DType::Bool => t.int32_data.iter().for_each(|v| b.push(*v as u8)),
             DType::Str | DType::Other(_) if numel == 0 => {}
+            // float8 (17-20, 24): one value per int32; 4-bit (21-23) and 2-bit (25, 26): packed into each int32's
+            // low byte, which is exactly their raw_data layout
+            DType::Other(17..=26) => t.int32_data.iter().for_each(|v| b.push(*v as u8)),
             DType::Str | DType::Other(_) => {
                 return Err(bad(format!("ONNX data type {} stored in typed fields is not supported", t.data_type())))
             }
