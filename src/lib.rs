@@ -13,5 +13,6 @@ pub mod ops;
 pub mod oracle;
 pub mod pattern;
 pub mod seedgen;
+pub mod synth;
 pub mod target;
 pub mod util;

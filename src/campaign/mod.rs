@@ -43,6 +43,21 @@ pub struct Settings {
     pub ort_lib: Option<PathBuf>,
     /// Configurations to run (empty: the target's defaults).
     pub configs: Vec<Config>,
+    /// Where tests come from.
+    #[serde(default)]
+    pub mode: Mode,
+    /// The pattern library (synthesis mode).
+    #[serde(default)]
+    pub patterns: Option<PathBuf>,
+}
+
+/// Synthesis from patterns, or the seed-only baseline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Synth,
+    #[default]
+    Random,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -107,6 +122,11 @@ pub fn run(
 
     // worker threads: each owns a worker, takes tests from a bounded queue, runs and judges them
     let depth = 2 * workers.len();
+    anyhow::ensure!(
+        (depth as u64) < source::POOL_LAG,
+        "--jobs {} is more than this campaign loop supports",
+        workers.len()
+    );
     let (job_tx, job_rx) = sync_channel::<Test>(depth);
     let job_rx = Arc::new(Mutex::new(job_rx));
     let (done_tx, done_rx) = channel::<Done>();
@@ -163,6 +183,8 @@ pub fn run(
             Err(RecvTimeoutError::Disconnected) => anyhow::bail!("all worker threads ended"),
         }
         while let Some(d) = pending.remove(&next_id) {
+            let clean = d.judgement.valid && d.judgement.verdicts.is_empty() && !d.outcomes.is_empty();
+            source.feedback(&d.test, clean);
             process(&settings, &info.target, &info.version, &mut stats, d, &mut progress)?;
             next_id += 1;
         }
@@ -289,4 +311,34 @@ fn execute(
             break;
         }
     }
+}
+
+/// Patterns larger than this are left out of synthesis: their sessions cost more than they add.
+const MAX_PATTERN_NODES: usize = 40;
+const MAX_PATTERN_CONST_BYTES: usize = 256 << 10;
+
+fn constant_bytes(p: &crate::pattern::Pattern) -> usize {
+    p.model.graph.initializers.values().map(|t| t.raw().map_or(0, |r| r.len())).sum()
+}
+
+/// The patterns of a library that still fire their pass when placed in a model of ai.onnx opset `opset`
+/// (seeds are written at that opset): each is bumped to max(its opset, `opset`) and verified in a worker.
+pub fn usable_patterns(
+    spec: &WorkerSpec,
+    jobs: usize,
+    patterns: Vec<crate::pattern::Pattern>,
+    opset: i64,
+) -> anyhow::Result<Vec<crate::pattern::Pattern>> {
+    let pool = crate::target::worker::Pool::start(spec, jobs.clamp(1, patterns.len().max(1)))?;
+    let bumped: Vec<crate::pattern::Pattern> = patterns
+        .into_iter()
+        .filter(|p| p.model.graph.node_count() <= MAX_PATTERN_NODES && constant_bytes(p) <= MAX_PATTERN_CONST_BYTES)
+        .map(|mut p| {
+            let v = p.model.opsets.entry(String::new()).or_insert(opset);
+            *v = (*v).max(opset);
+            p
+        })
+        .collect();
+    let ok = pool.map(bumped, |w, p| crate::pattern::extract::verify(w, &p).then_some(p));
+    Ok(ok.into_iter().flatten().collect())
 }

@@ -22,6 +22,8 @@ pub struct Test {
 /// Makes test `id` of a campaign; the same id always gives the same test.
 pub trait TestSource: Send {
     fn make(&mut self, id: u64) -> anyhow::Result<Test>;
+    /// Told, in test-id order, how each test ended (`clean`: valid and no finding).
+    fn feedback(&mut self, _test: &Test, _clean: bool) {}
 }
 
 /// Random seed graphs (`oatest seeds gen`), inputs from the same seed.
@@ -72,5 +74,75 @@ impl TestSource for Mix {
     fn make(&mut self, id: u64) -> anyhow::Result<Test> {
         let n = self.0.len() as u64;
         self.0[(id % n) as usize].make(id)
+    }
+    fn feedback(&mut self, test: &Test, clean: bool) {
+        let n = self.0.len() as u64;
+        self.0[(test.id % n) as usize].feedback(test, clean)
+    }
+}
+
+/// Optimization-aware tests: a pattern spliced into a seed graph (a fresh one, or a passing test from the pool,
+/// so patterns of different passes combine: high-order synthesis).
+pub struct SynthSource {
+    pub seed: u64,
+    pub cfg: SeedConfig,
+    pub patterns: Vec<crate::pattern::Pattern>,
+    /// (test id, model) of passing synthesized tests, oldest first; bounded.
+    pool: Vec<(u64, crate::graph::Model)>,
+}
+
+/// How many passing tests the seed pool keeps.
+pub const POOL_CAP: usize = 256;
+/// Test `i` may use pool entries of tests `<= i - POOL_LAG` only: those are always processed before `i` is
+/// made (the campaign keeps fewer tests than this in flight), so a test depends on (seed, id) alone.
+pub const POOL_LAG: u64 = 256;
+
+impl SynthSource {
+    pub fn new(seed: u64, cfg: SeedConfig, patterns: Vec<crate::pattern::Pattern>) -> SynthSource {
+        SynthSource { seed, cfg, patterns, pool: Vec::new() }
+    }
+}
+
+impl TestSource for SynthSource {
+    fn make(&mut self, id: u64) -> anyhow::Result<Test> {
+        use rand::Rng as _;
+        anyhow::ensure!(!self.patterns.is_empty(), "no patterns to synthesize from");
+        let mut rng = crate::seedgen::rng_for(self.seed ^ 0x5eed_5eed, id);
+        let eligible = self.pool.iter().filter(|(pid, _)| pid + POOL_LAG <= id).count();
+        let mut last = String::new();
+        for attempt in 0..6u64 {
+            let p = &self.patterns[rng.random_range(0..self.patterns.len())];
+            let base = if eligible > 0 && rng.random_bool(0.5) {
+                self.pool[rng.random_range(0..eligible)].1.clone()
+            } else {
+                generate(self.seed, id.wrapping_mul(8).wrapping_add(attempt), &self.cfg)
+            };
+            match crate::synth::splice(&base, p, &mut rng, id * 8 + attempt, None) {
+                Ok((m, _)) => {
+                    let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))?;
+                    let origin = format!("synth:{}", p.file_name().display());
+                    return Ok(Test {
+                        id,
+                        model: onnx::encode_model(&m),
+                        inputs,
+                        origin,
+                        target_pass: Some(p.meta.pass.clone()),
+                    });
+                }
+                Err(e) => last = e,
+            }
+        }
+        anyhow::bail!("synthesis failed 6 times (last: {last})")
+    }
+
+    fn feedback(&mut self, test: &Test, clean: bool) {
+        if !clean || test.target_pass.is_none() {
+            return;
+        }
+        let Ok(m) = onnx::decode_model(&test.model) else { return };
+        if self.pool.len() >= POOL_CAP {
+            self.pool.remove(0);
+        }
+        self.pool.push((test.id, m));
     }
 }

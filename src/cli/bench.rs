@@ -58,6 +58,8 @@ fn campaign(a: BenchArgs) -> anyhow::Result<()> {
         max_nodes: 10,
         ort_lib: a.ort_lib.clone(),
         configs: Vec::new(),
+        mode: campaign::Mode::Random,
+        patterns: None,
     };
     let src = || SeedgenSource { seed: a.seed, cfg: SeedConfig::default() };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

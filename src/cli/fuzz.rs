@@ -1,9 +1,11 @@
 //! `oatest fuzz`: the campaign. Flags become a validated `Settings` once; SIGINT/SIGTERM stop it cleanly.
 
-use crate::campaign::source::{DirSource, Mix, SeedgenSource, TestSource};
-use crate::campaign::{self, Budget, Settings};
+use crate::campaign::source::{DirSource, Mix, SeedgenSource, SynthSource, TestSource};
+use crate::campaign::{self, Budget, Mode, Settings};
 use crate::seedgen::SeedConfig;
+use crate::target::worker::WorkerSpec;
 use crate::target::Config;
+use crate::target::TargetKind;
 use clap::Args;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -29,9 +31,12 @@ pub struct FuzzArgs {
     /// A directory of .onnx models to use as tests besides generated seeds (alternating).
     #[arg(long)]
     pub seeds: Option<PathBuf>,
-    /// Pattern library for optimization-aware synthesis (not available yet).
+    /// Pattern library for optimization-aware synthesis (default: the project's patterns/<target>).
     #[arg(long)]
     pub patterns: Option<PathBuf>,
+    /// `synth`: splice patterns into seeds (default when a library exists for the target); `random`: seeds only.
+    #[arg(long, value_parser = ["synth", "random"])]
+    pub mode: Option<String>,
     /// Run directory (default: results/<target>-<timestamp>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -87,6 +92,19 @@ impl FuzzArgs {
         if let Budget::Seconds(s) = budget {
             anyhow::ensure!(s > 0.0, "the time budget must be positive");
         }
+        let default_lib = crate::util::project_file(&format!("patterns/{}", self.target));
+        let patterns = self.patterns.clone().or(default_lib);
+        let mode = match (self.mode.as_deref(), &patterns) {
+            (Some("random"), _) => Mode::Random,
+            (Some(_), None) => {
+                anyhow::bail!("--mode synth needs a pattern library (--patterns DIR); none found for {}", self.target)
+            }
+            (_, Some(dir)) => {
+                anyhow::ensure!(dir.is_dir(), "--patterns {} is not a directory", dir.display());
+                Mode::Synth
+            }
+            (None, None) => Mode::Random,
+        };
         let jobs = self.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
         anyhow::ensure!(jobs >= 1, "--jobs must be at least 1");
         let out = self.out.clone().unwrap_or_else(|| {
@@ -107,6 +125,8 @@ impl FuzzArgs {
             max_nodes: self.max_nodes,
             ort_lib: self.ort_lib.clone(),
             configs: self.configs.iter().map(|c| Config::parse(c)).collect::<anyhow::Result<_>>()?,
+            mode,
+            patterns,
         })
     }
 }
@@ -128,10 +148,32 @@ fn timestamp(secs: u64) -> String {
 }
 
 fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
-    let gen = SeedgenSource { seed: s.seed, cfg: SeedConfig { max_nodes: s.max_nodes, ..Default::default() } };
+    let cfg = SeedConfig { max_nodes: s.max_nodes, ..Default::default() };
+    let gen: Box<dyn TestSource> = match (s.mode, &s.patterns) {
+        (Mode::Synth, Some(dir)) => {
+            let (patterns, bad) = crate::pattern::load_library(dir, &s.target)?;
+            for b in bad.iter().take(5) {
+                eprintln!("warning: skipped {b}");
+            }
+            let n = patterns.len();
+            anyhow::ensure!(n > 0, "{}: no {} patterns", dir.display(), s.target);
+            let mut spec = WorkerSpec::new(TargetKind::parse(&s.target)?)?;
+            spec.ort_lib = s.ort_lib.clone();
+            let usable = campaign::usable_patterns(&spec, s.jobs, patterns, cfg.opset)?;
+            eprintln!(
+                "{} of {n} patterns in {} still fire at opset {}: synthesizing from them",
+                usable.len(),
+                dir.display(),
+                cfg.opset
+            );
+            anyhow::ensure!(!usable.is_empty(), "no usable patterns");
+            Box::new(SynthSource::new(s.seed, cfg, usable))
+        }
+        _ => Box::new(SeedgenSource { seed: s.seed, cfg }),
+    };
     Ok(match &s.seeds_dir {
-        Some(dir) => Box::new(Mix(vec![Box::new(gen), Box::new(DirSource::new(dir, s.seed)?)])),
-        None => Box::new(gen),
+        Some(dir) => Box::new(Mix(vec![gen, Box::new(DirSource::new(dir, s.seed)?)])),
+        None => gen,
     })
 }
 
@@ -152,8 +194,9 @@ pub fn run(a: FuzzArgs) -> anyhow::Result<()> {
         signal_hook::flag::register(sig, stop.clone())?;
     }
     eprintln!(
-        "oatest fuzz: target {}, seed {}, {} jobs, budget {:?}, writing to {}",
+        "oatest fuzz: target {}, mode {:?}, seed {}, {} jobs, budget {:?}, writing to {}",
         settings.target,
+        settings.mode,
         settings.seed,
         settings.jobs,
         settings.budget,

@@ -239,5 +239,18 @@ pub fn library_stats(dir: &Path) -> anyhow::Result<LibraryStats> {
     Ok(s)
 }
 
+/// Loads every pattern of `compiler` below `dir`; files that are not readable patterns are returned as messages.
+pub fn load_library(dir: &Path, compiler: &str) -> anyhow::Result<(Vec<Pattern>, Vec<String>)> {
+    let (mut ok, mut bad) = (Vec::new(), Vec::new());
+    for f in crate::util::onnx_files(dir)? {
+        match Pattern::load(&f) {
+            Ok(p) if p.meta.compiler == compiler => ok.push(p),
+            Ok(_) => {}
+            Err(e) => bad.push(format!("{e:#}")),
+        }
+    }
+    Ok((ok, bad))
+}
+
 #[cfg(test)]
 mod tests;

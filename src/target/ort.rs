@@ -212,10 +212,17 @@ impl Target for OrtTarget {
     fn run(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome {
         let start = Instant::now();
         let fired = Arc::new(Mutex::new(Vec::new()));
-        let result = self
-            .session(model, config, fired.clone())
-            .map_err(|e| e.to_string())
-            .and_then(|mut s| run_session(&mut s, inputs));
+        // the ort binding asserts on values ORT should never return (e.g. an output without type info):
+        // such a panic is ORT misbehaving, reported as an error of this configuration
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.session(model, config, fired.clone())
+                .map_err(|e| e.to_string())
+                .and_then(|mut s| run_session(&mut s, inputs))
+        }))
+        .unwrap_or_else(|p| {
+            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+            Err(format!("the ort binding panicked: {}", msg.unwrap_or_default()))
+        });
         let time_ms = start.elapsed().as_secs_f64() * 1e3;
         let mut passes_fired = std::mem::take(&mut *fired.lock().unwrap());
         if config.attribute_rules {

@@ -251,7 +251,17 @@ impl Worker {
         if let Some(lib) = &self.spec.ort_lib {
             cmd.arg("--ort-lib").arg(lib);
         }
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // OATEST_WORKER_STDERR=inherit shows a worker's whole stderr (debugging oatest itself)
+        let inherit = std::env::var("OATEST_WORKER_STDERR").is_ok_and(|v| v == "inherit");
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(if inherit {
+            Stdio::inherit()
+        } else {
+            Stdio::piped()
+        });
+        // a panic's message, not its backtrace, should be the last words classify() reads
+        if std::env::var_os("RUST_BACKTRACE").is_none() {
+            cmd.env("RUST_BACKTRACE", "0");
+        }
         let limit = self.spec.mem_limit_mb;
         use std::os::unix::process::CommandExt;
         // SAFETY: only async-signal-safe calls (setrlimit, prctl) between fork and exec.
@@ -271,10 +281,11 @@ impl Worker {
         let mut child = cmd.spawn().with_context(|| format!("cannot start worker {}", self.spec.exe.display()))?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = FrameReader { out: child.stdout.take().expect("piped"), buf: Vec::new() };
-        let mut stderr = child.stderr.take().expect("piped");
+        let stderr = child.stderr.take();
         let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL)));
         let t2 = tail.clone();
         std::thread::spawn(move || {
+            let Some(mut stderr) = stderr else { return };
             let mut buf = [0u8; 4096];
             while let Ok(n) = stderr.read(&mut buf) {
                 if n == 0 {

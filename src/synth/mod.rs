@@ -1,0 +1,254 @@
+//! Optimization-aware synthesis: splice a pattern into a seed graph at a random point. Open inputs are fed from
+//! the preceding context (exact type, then abstract type, then through bridge nodes); open outputs feed a
+//! compatible input of the succeeding context, or become graph outputs. The result is validated before use.
+
+use crate::graph::{Graph, Model, Node, Tensor, TensorType};
+use crate::ops::{check_graph, Rng};
+use crate::pattern::Pattern;
+use rand::Rng as _;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+#[path = "../../bridges/mod.rs"]
+pub mod bridges;
+
+/// How each open input of a pattern was fed (counted in tests and stats).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Feed {
+    Exact,
+    Abstract,
+    Bridge,
+}
+
+/// What a splice did, for statistics and tests.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SpliceInfo {
+    pub point: usize,
+    pub feeds: Vec<Feed>,
+    /// Open outputs connected to a later node's input (the rest became graph outputs).
+    pub connected: usize,
+    pub bridge_ops: Vec<String>,
+}
+
+/// Splices `p` into `seed`. `tag` makes the pattern's value names unique; `point`, when given, overrides the
+/// random synthesis point (tests). Errors say why a splice was impossible.
+pub fn splice(
+    seed: &Model,
+    p: &Pattern,
+    rng: &mut Rng,
+    tag: u64,
+    point: Option<usize>,
+) -> Result<(Model, SpliceInfo), String> {
+    let g = &seed.graph;
+    let types = check_graph(g, false).map_err(|e| format!("seed does not type-check: {e}"))?;
+    let order = g.topo_order().map_err(|e| e.to_string())?;
+    let k = point.unwrap_or_else(|| rng.random_range(0..=order.len())).min(order.len());
+    let mut info = SpliceInfo { point: k, ..Default::default() };
+
+    // preceding context: graph inputs and outputs of the nodes before the point that depend on them; values
+    // computed from constants alone are left out, or constant folding would erase the pattern before its pass
+    let mut variable: HashSet<&str> =
+        g.inputs.iter().filter(|i| !g.initializers.contains_key(*i)).map(String::as_str).collect();
+    for &id in &order {
+        let n = g.node(id);
+        if n.inputs.iter().any(|i| variable.contains(i.as_str())) {
+            variable.extend(n.outputs.iter().map(String::as_str));
+        }
+    }
+    let mut preceding: Vec<(String, TensorType)> = Vec::new();
+    for n in g.inputs.iter().filter(|i| variable.contains(i.as_str())) {
+        if let Some(t) = types.get(n) {
+            preceding.push((n.clone(), t.clone()));
+        }
+    }
+    for &id in &order[..k] {
+        for o in g.node(id).outputs.iter().filter(|o| variable.contains(o.as_str())) {
+            if let Some(t) = types.get(o) {
+                preceding.push((o.clone(), t.clone()));
+            }
+        }
+    }
+    preceding.retain(|(_, t)| t.dims().is_some_and(|d| d.iter().product::<usize>() > 0));
+
+    let pg = &p.model.graph;
+    let rename = |n: &str| if n.is_empty() { String::new() } else { format!("p{tag}_{n}") };
+    let mut counter = 0u64;
+    let mut fresh = |prefix: &str| {
+        counter += 1;
+        format!("s{tag}_{prefix}{counter}")
+    };
+    let mut new_nodes: Vec<Node> = Vec::new();
+    let mut new_consts: Vec<(String, Tensor)> = Vec::new();
+    // pattern input name -> value that feeds it
+    let mut fed: HashMap<String, String> = HashMap::new();
+    let mut abstract_types: HashMap<String, TensorType> = HashMap::new();
+    for port in p.meta.inputs.iter().filter(|port| pg.inputs.contains(&port.name)) {
+        let exact: Vec<&(String, TensorType)> = preceding.iter().filter(|(_, t)| *t == port.ty).collect();
+        if !exact.is_empty() && rng.random_bool(0.9) {
+            fed.insert(port.name.clone(), exact[rng.random_range(0..exact.len())].0.clone());
+            info.feeds.push(Feed::Exact);
+            continue;
+        }
+        let a = &port.abstract_ty;
+        let abstract_ok: Vec<&(String, TensorType)> = preceding
+            .iter()
+            .filter(|(_, t)| {
+                t.dtype == port.ty.dtype && a.rank.is_none_or(|r| t.rank() == Some(r)) && t.rank() == port.ty.rank()
+            })
+            .collect();
+        if !abstract_ok.is_empty() && rng.random_bool(0.3) {
+            let (n, t) = abstract_ok[rng.random_range(0..abstract_ok.len())];
+            fed.insert(port.name.clone(), n.clone());
+            abstract_types.insert(port.name.clone(), t.clone());
+            info.feeds.push(Feed::Abstract);
+            continue;
+        }
+        if preceding.is_empty() {
+            return Err("no value precedes the synthesis point".into());
+        }
+        let same: Vec<&(String, TensorType)> = preceding.iter().filter(|(_, t)| t.dtype == port.ty.dtype).collect();
+        let pool = if same.is_empty() || rng.random_bool(0.2) { preceding.iter().collect::<Vec<_>>() } else { same };
+        let (src, src_ty) = pool[rng.random_range(0..pool.len())];
+        let (nodes, consts, out) = bridges::plan(src, src_ty, &port.ty, rng, &mut fresh)
+            .ok_or_else(|| format!("no bridge from {src_ty} to {}", port.ty))?;
+        info.bridge_ops.extend(nodes.iter().map(|n| n.op.name.clone()));
+        new_nodes.extend(nodes);
+        new_consts.extend(consts);
+        fed.insert(port.name.clone(), out);
+        info.feeds.push(Feed::Bridge);
+    }
+
+    // abstract reuse changes the pattern's internal shapes: recompute them through the catalog
+    let mut out_types: HashMap<String, TensorType> =
+        pg.outputs.iter().filter_map(|o| pg.tensor_type(o).map(|t| (o.clone(), t))).collect();
+    if !abstract_types.is_empty() {
+        let mut probe = pg.clone();
+        for (n, t) in &abstract_types {
+            probe.types.insert(n.clone(), t.clone().into());
+        }
+        let inferred = check_graph_outputs(&probe).ok_or("the pattern's ops reject the abstractly reused inputs")?;
+        out_types = inferred;
+    }
+
+    for (n, t) in &pg.initializers {
+        new_consts.push((rename(n), t.clone()));
+    }
+    let map_in = |i: &String| -> String {
+        if i.is_empty() {
+            return String::new();
+        }
+        fed.get(i).cloned().unwrap_or_else(|| rename(i))
+    };
+    for node in pg.nodes_in_order().map_err(|e| e.to_string())? {
+        let mut n = node.clone();
+        n.name = rename(&n.name);
+        n.inputs = n.inputs.iter().map(map_in).collect();
+        n.outputs = n.outputs.iter().map(|o| rename(o)).collect();
+        new_nodes.push(n);
+    }
+
+    // succeeding context: inputs of the nodes after the point, by type
+    let mut replace: HashMap<(usize, usize), String> = HashMap::new();
+    let mut new_outputs: Vec<(String, TensorType)> = Vec::new();
+    for o in &pg.outputs {
+        let t = out_types.get(o).cloned().ok_or_else(|| format!("pattern output '{o}' has no type"))?;
+        let name = rename(o);
+        let slots: Vec<(usize, usize)> = order[k..]
+            .iter()
+            .enumerate()
+            .flat_map(|(j, &id)| g.node(id).inputs.iter().enumerate().map(move |(s, i)| (k + j, s, i)))
+            .filter(|(_, _, i)| !i.is_empty() && types.get(*i) == Some(&t) && !g.initializers.contains_key(*i))
+            .filter(|(j, s, _)| !replace.contains_key(&(*j, *s)))
+            .map(|(j, s, _)| (j, s))
+            .collect();
+        if !slots.is_empty() && rng.random_bool(0.8) {
+            replace.insert(slots[rng.random_range(0..slots.len())], name);
+            info.connected += 1;
+        } else {
+            new_outputs.push((name, t));
+        }
+    }
+
+    // assemble: nodes before the point, bridges and pattern, nodes after (rewired)
+    let mut out = Graph::new(g.name.clone());
+    for i in &g.inputs {
+        out.add_input(i, g.types[i].clone());
+    }
+    for (n, t) in g.initializers.iter().map(|(n, t)| (n.clone(), t.clone())).chain(new_consts) {
+        out.add_initializer(&n, t);
+    }
+    for &id in &order[..k] {
+        out.add_node(g.node(id).clone()).map_err(|e| e.to_string())?;
+    }
+    for n in new_nodes {
+        out.add_node(n).map_err(|e| e.to_string())?;
+    }
+    for (j, &id) in order.iter().enumerate().skip(k) {
+        let mut n = g.node(id).clone();
+        for (s, inp) in n.inputs.iter_mut().enumerate() {
+            if let Some(v) = replace.get(&(j, s)) {
+                *inp = v.clone();
+            }
+        }
+        out.add_node(n).map_err(|e| e.to_string())?;
+    }
+    for o in &g.outputs {
+        out.add_output(o, g.types[o].clone());
+    }
+    for (n, t) in new_outputs {
+        out.add_output(&n, t);
+    }
+    for (n, t) in &g.types {
+        if !out.types.contains_key(n) && out.is_defined(n) {
+            out.types.insert(n.clone(), t.clone());
+        }
+    }
+    check_graph(&out, false).map_err(|e| format!("spliced graph is invalid: {e}"))?;
+
+    let mut m = Model::new(out);
+    m.ir_version = seed.ir_version.max(p.model.ir_version).min(10);
+    let mut opsets: BTreeMap<String, i64> = seed.opsets.clone();
+    for (d, v) in &p.model.opsets {
+        let e = opsets.entry(d.clone()).or_insert(*v);
+        *e = (*e).max(*v);
+    }
+    m.opsets = opsets;
+    m.functions = p.model.functions.clone();
+    m.producer_name = "oatest synth".into();
+    Ok((m, info))
+}
+
+/// Output types of a graph whose outputs are undeclared, by catalog inference (every op must be known).
+fn check_graph_outputs(g: &Graph) -> Option<HashMap<String, TensorType>> {
+    let mut probe = g.clone();
+    for o in &g.outputs {
+        probe.types.shift_remove(o);
+    }
+    // check_graph needs output types declared for validation; infer without validate
+    let mut types: HashMap<String, TensorType> = HashMap::new();
+    for n in probe.inputs.iter().chain(probe.initializers.keys()) {
+        types.insert(n.clone(), probe.tensor_type(n)?);
+    }
+    for node in probe.nodes_in_order().ok()? {
+        let spec = crate::ops::lookup(&node.op.domain, &node.op.name)?;
+        let facts: Option<Vec<Option<crate::ops::Fact>>> = node
+            .inputs
+            .iter()
+            .map(|i| {
+                if i.is_empty() {
+                    Some(None)
+                } else {
+                    types.get(i).map(|t| Some(crate::ops::Fact { ty: t.clone(), value: probe.initializers.get(i) }))
+                }
+            })
+            .collect();
+        let outs = crate::ops::infer_node(spec, &facts?, &node.attrs, node.outputs.len()).ok()?;
+        for (o, t) in node.outputs.iter().zip(outs) {
+            types.insert(o.clone(), t);
+        }
+    }
+    let set: HashSet<&String> = g.outputs.iter().collect();
+    Some(types.into_iter().filter(|(k, _)| set.contains(k)).collect())
+}
+
+#[cfg(test)]
+mod tests;

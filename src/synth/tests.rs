@@ -1,0 +1,144 @@
+//! Each fixing strategy on small graphs: exact and abstract reuse, every bridge kind (dtype and rank changes
+//! included), and output connection.
+
+use super::bridges::plan;
+use super::*;
+use crate::graph::{DType, Node, OpId};
+use crate::pattern::{abstract_type, Granularity, PatternMeta, Port, Provenance};
+use rand::SeedableRng;
+
+fn t(d: DType, s: &[usize]) -> TensorType {
+    TensorType::new(d, s)
+}
+
+/// Bridges from `from` to `want` type-check through the op catalog and end at exactly `want`.
+fn bridged(from: TensorType, want: TensorType) -> Vec<String> {
+    let mut rng = Rng::seed_from_u64(1);
+    let mut n = 0;
+    let mut names = |p: &str| {
+        n += 1;
+        format!("{p}{n}")
+    };
+    let (nodes, consts, out) =
+        plan("x", &from, &want, &mut rng, &mut names).unwrap_or_else(|| panic!("no bridge {from} -> {want}"));
+    let mut g = Graph::new("b");
+    g.add_input("x", from);
+    for (c, v) in consts {
+        g.add_initializer(&c, v);
+    }
+    let ops: Vec<String> = nodes.iter().map(|n| n.op.name.clone()).collect();
+    for node in nodes {
+        g.add_node(node).unwrap();
+    }
+    if out == "x" {
+        return ops;
+    }
+    g.add_output(&out, want.clone());
+    let types = check_graph(&g, true).unwrap_or_else(|e| panic!("bridge {ops:?} invalid: {e}"));
+    assert_eq!(types[&out], want);
+    ops
+}
+
+#[test]
+fn every_bridge_kind_reaches_the_wanted_type() {
+    use DType::*;
+    assert_eq!(bridged(t(F32, &[2, 3]), t(F64, &[2, 3])), ["Cast"]);
+    assert_eq!(bridged(t(F32, &[2, 3]), t(F32, &[3, 2])), ["Transpose"]);
+    assert_eq!(bridged(t(F32, &[3]), t(F32, &[1, 3])), ["Unsqueeze"]);
+    assert_eq!(bridged(t(F32, &[1, 3, 1]), t(F32, &[3])), ["Squeeze"]);
+    assert_eq!(bridged(t(F32, &[1, 3]), t(F32, &[4, 3])), ["Expand"]);
+    assert_eq!(bridged(t(F32, &[4]), t(F32, &[7])), ["Pad"]);
+    assert_eq!(bridged(t(F32, &[9]), t(F32, &[4])), ["Slice"]);
+    assert_eq!(bridged(t(F32, &[6]), t(F32, &[2, 3])), ["Reshape"]);
+    assert_eq!(bridged(t(F32, &[2, 3]), t(F32, &[5, 2])), ["Reshape", "Pad", "Reshape"]);
+    assert_eq!(bridged(t(F32, &[4, 4]), t(I8, &[2, 3])), ["Cast", "Reshape", "Slice", "Reshape"]);
+    assert!(bridged(t(F32, &[2, 3]), t(F16, &[2, 3])).contains(&"Cast".to_string()));
+    // rank 0, both ways
+    assert_eq!(bridged(t(F32, &[]), t(F32, &[2, 3])), ["Expand"]);
+    assert_eq!(bridged(t(F32, &[2, 3]), t(F32, &[])), ["Reshape", "Slice", "Squeeze"]);
+    assert_eq!(bridged(t(I64, &[]), t(F64, &[1])), ["Cast", "Unsqueeze"]);
+    assert!(bridged(t(F32, &[2]), t(F32, &[2])).is_empty());
+}
+
+/// A pattern: Identity(in) -> Relu -> out, with ports of type `ty`.
+fn pattern(ty: TensorType) -> Pattern {
+    let mut g = Graph::new("p");
+    g.add_input("in", ty.clone());
+    g.add_node(Node::new("id", OpId::onnx("Identity"), vec!["in".into()], vec!["mid".into()])).unwrap();
+    g.add_node(Node::new("relu", OpId::onnx("Relu"), vec!["mid".into()], vec!["out".into()])).unwrap();
+    g.add_output("out", ty.clone());
+    let port = |n: &str| Port { name: n.into(), ty: ty.clone(), abstract_ty: abstract_type(&ty, &["Identity"]) };
+    let meta = PatternMeta {
+        format: 1,
+        compiler: "ort".into(),
+        compiler_version: "t".into(),
+        pass: "EliminateIdentity".into(),
+        granularity: Granularity::Block,
+        inputs: vec![port("in")],
+        outputs: vec![port("out")],
+        provenance: vec![Provenance { source: "t".into(), test: None }],
+        key: String::new(),
+    };
+    Pattern { model: Model::new(g), meta }
+}
+
+/// x:f32[2,3] -> Abs -> a -> Neg -> y
+fn seed() -> Model {
+    let ty = t(DType::F32, &[2, 3]);
+    let mut g = Graph::new("s");
+    g.add_input("x", ty.clone());
+    g.add_node(Node::new("abs", OpId::onnx("Abs"), vec!["x".into()], vec!["a".into()])).unwrap();
+    g.add_node(Node::new("neg", OpId::onnx("Neg"), vec!["a".into()], vec!["y".into()])).unwrap();
+    g.add_output("y", ty);
+    Model::new(g)
+}
+
+fn feeds_seen(p: &Pattern, point: usize) -> Vec<Feed> {
+    let mut seen = Vec::new();
+    for s in 0..200 {
+        let mut rng = Rng::seed_from_u64(s);
+        let (m, info) = splice(&seed(), p, &mut rng, s, Some(point)).unwrap();
+        check_graph(&m.graph, true).unwrap();
+        assert_eq!(m.graph.node_count(), 4 + info.bridge_ops.len());
+        seen.extend(info.feeds);
+    }
+    seen.sort();
+    seen.dedup();
+    seen
+}
+
+#[test]
+fn exact_reuse_abstract_reuse_and_bridges_all_happen_and_stay_valid() {
+    // exact type available: exact reuse (and sometimes bridges)
+    assert!(feeds_seen(&pattern(t(DType::F32, &[2, 3])), 1).contains(&Feed::Exact));
+    // only f32[2,3] precedes, the pattern wants f32[4,5]: abstract reuse (rank-agnostic ops) or bridges
+    let seen = feeds_seen(&pattern(t(DType::F32, &[4, 5])), 1);
+    assert!(seen.contains(&Feed::Abstract) && seen.contains(&Feed::Bridge), "{seen:?}");
+    // another dtype and rank: only bridges
+    assert_eq!(feeds_seen(&pattern(t(DType::F64, &[])), 2), [Feed::Bridge]);
+    assert_eq!(feeds_seen(&pattern(t(DType::I8, &[3, 1, 2])), 0), [Feed::Bridge]);
+}
+
+#[test]
+fn outputs_connect_onward_or_become_graph_outputs() {
+    let p = pattern(t(DType::F32, &[2, 3]));
+    let (mut connected, mut dangling) = (0, 0);
+    for s in 0..100 {
+        let mut rng = Rng::seed_from_u64(s);
+        let (m, info) = splice(&seed(), &p, &mut rng, s, Some(1)).unwrap();
+        if info.connected == 1 {
+            connected += 1;
+            // Neg now reads the pattern's output
+            let neg = m.graph.nodes_in_order().unwrap().into_iter().find(|n| n.name == "neg").unwrap().clone();
+            assert!(neg.inputs[0].starts_with(&format!("p{s}_")), "{:?}", neg.inputs);
+            assert_eq!(m.graph.outputs, ["y"]);
+        } else {
+            dangling += 1;
+            assert_eq!(m.graph.outputs.len(), 2, "an unconnected output becomes a graph output");
+        }
+    }
+    assert!(connected > 50 && dangling > 0, "{connected} {dangling}");
+    // at the end of the graph nothing follows: always a graph output
+    let (m, info) = splice(&seed(), &p, &mut Rng::seed_from_u64(3), 3, Some(2)).unwrap();
+    assert_eq!((info.connected, m.graph.outputs.len()), (0, 2));
+}
