@@ -216,3 +216,73 @@ fn bad_flags_are_refused_before_anything_runs() {
     let o = oatest(&["fuzz", "--resume", "/nonexistent/run"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("checkpoint.json"));
 }
+
+#[test]
+fn an_ort_campaign_synthesizes_from_the_committed_patterns_and_triggers_their_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = oatest(&[
+        "fuzz",
+        "--target",
+        "ort",
+        "--tests",
+        "300",
+        "--seed",
+        "1",
+        "--jobs",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("synthesizing from them"));
+    let s = json(&out.join("stats.json"));
+    assert_stats_consistent(&s);
+    let trigger = s["trigger_rate"].as_f64().expect("synthesized tests carry a target pass");
+    assert!(trigger >= 0.9, "trigger_rate {trigger}");
+    assert!(s["validity_rate"].as_f64().unwrap() >= 0.98, "{}", s["validity_rate"]);
+    assert!(s["trigger_by_pass"].as_object().unwrap().len() >= 10);
+    // the seed-only baseline carries no target pass
+    let base = dir.path().join("base");
+    let o = oatest(&[
+        "fuzz",
+        "--target",
+        "ort",
+        "--tests",
+        "100",
+        "--seed",
+        "1",
+        "--mode",
+        "random",
+        "--out",
+        base.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    assert!(json(&base.join("stats.json"))["trigger_rate"].is_null());
+}
+
+#[test]
+fn oatest_synth_splices_one_pattern_into_one_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let seeds = dir.path().join("seeds");
+    assert!(oatest(&["seeds", "gen", "--count", "1", "--seed", "4", "--out", seeds.to_str().unwrap()])
+        .status
+        .success());
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("patterns/ort/ConvActivationFusion");
+    let pattern = std::fs::read_dir(&lib).unwrap().next().unwrap().unwrap().path();
+    let out = dir.path().join("s.onnx");
+    let o = oatest(&[
+        "synth",
+        "--pattern",
+        pattern.to_str().unwrap(),
+        "--seed-graph",
+        seeds.join("seed_00000.onnx").to_str().unwrap(),
+        "--seed",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("spliced ConvActivationFusion"));
+    assert!(oatest(&["check", "--allow-unknown", out.to_str().unwrap()]).status.success());
+}

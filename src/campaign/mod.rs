@@ -113,7 +113,14 @@ pub fn run(
     let workers: Vec<Worker> =
         (0..settings.jobs.max(1)).map(|_| Worker::start(spec.clone())).collect::<anyhow::Result<_>>()?;
     let info = workers[0].info.clone();
-    let configs = if settings.configs.is_empty() { info.default_configs.clone() } else { settings.configs.clone() };
+    // by default the reference and the most optimized configuration: every pass runs in the latter, and the
+    // test rate doubles compared to all four ORT levels (--config chooses others)
+    let configs = if settings.configs.is_empty() {
+        let d = &info.default_configs;
+        vec![d[0].clone(), d[d.len() - 1].clone()]
+    } else {
+        settings.configs.clone()
+    };
     anyhow::ensure!(configs.len() >= 2, "a differential campaign needs at least two configurations");
     let (mut next_id, mut stats) =
         resume.unwrap_or_else(|| (0, Stats::new(&info.target, &info.version, settings.seed)));
@@ -272,7 +279,26 @@ fn execute(
     loop {
         let next = rx.lock().unwrap().recv();
         let Ok(test) = next else { break };
-        let outcomes = w.run_configs(&test.model, &test.inputs, &configs);
+        // a rewrite rule is not logged on its own: for a test built for one, ask the optimized configurations
+        // to attribute just that rule (one extra session when its container fired)
+        let rule = test.target_pass.as_deref().filter(|p| crate::target::rules::container_of(p).is_some());
+        let test_configs: Vec<Config> = match rule {
+            Some(r) => configs
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let mut c = c.clone();
+                    if i > 0 {
+                        c.attribute_rules = true;
+                        c.rules_of_interest = vec![r.to_string()];
+                    }
+                    c
+                })
+                .collect(),
+            None => configs.clone(),
+        };
+        let configs = &test_configs;
+        let outcomes = w.run_configs(&test.model, &test.inputs, configs);
         let mut judgement = oracle.judge(&outcomes);
         let (mut nondeterministic, mut flaky) = (0, 0);
         if judgement.verdicts.iter().any(|v| v.symptom == Symptom::Inconsistency) {
@@ -314,8 +340,9 @@ fn execute(
 }
 
 /// Patterns larger than this are left out of synthesis: their sessions cost more than they add.
-const MAX_PATTERN_NODES: usize = 40;
-const MAX_PATTERN_CONST_BYTES: usize = 256 << 10;
+const MAX_PATTERN_NODES: usize = 32;
+const MAX_PATTERN_CONST_BYTES: usize = 64 << 10;
+const MAX_PORT_ELEMS: usize = 8192;
 
 fn constant_bytes(p: &crate::pattern::Pattern) -> usize {
     p.model.graph.initializers.values().map(|t| t.raw().map_or(0, |r| r.len())).sum()
@@ -332,9 +359,18 @@ pub fn usable_patterns(
     let pool = crate::target::worker::Pool::start(spec, jobs.clamp(1, patterns.len().max(1)))?;
     let bumped: Vec<crate::pattern::Pattern> = patterns
         .into_iter()
-        .filter(|p| p.model.graph.node_count() <= MAX_PATTERN_NODES && constant_bytes(p) <= MAX_PATTERN_CONST_BYTES)
+        .filter(|p| {
+            p.model.graph.node_count() <= MAX_PATTERN_NODES
+                && constant_bytes(p) <= MAX_PATTERN_CONST_BYTES
+                && p.meta
+                    .inputs
+                    .iter()
+                    .chain(&p.meta.outputs)
+                    .all(|port| port.ty.numel().is_some_and(|n| n <= MAX_PORT_ELEMS))
+        })
         .map(|mut p| {
-            let v = p.model.opsets.entry(String::new()).or_insert(opset);
+            let old = p.model.opsets.remove("ai.onnx");
+            let v = p.model.opsets.entry(String::new()).or_insert(old.unwrap_or(opset));
             *v = (*v).max(opset);
             p
         })

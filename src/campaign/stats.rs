@@ -38,12 +38,16 @@ pub struct Stats {
     pub gen_failures: u64,
     /// Why invalid tests were invalid (named unsupported filters, `reference-error`, ...).
     pub invalid_reasons: BTreeMap<String, u64>,
+    /// The first few reference-error messages, to see what makes tests invalid.
+    pub invalid_examples: Vec<String>,
     /// Inconsistencies dropped because a re-run of the reference differed from the first run.
     pub nondeterministic: u64,
     /// Inconsistencies that did not reproduce on a re-run.
     pub flaky: u64,
     pub tests_with_target_pass: u64,
     pub target_pass_fired: u64,
+    /// For each target pass: [tests carrying it, tests in which it fired].
+    pub trigger_by_pass: BTreeMap<String, [u64; 2]>,
     /// signature -> number of raw findings with it.
     pub signatures: BTreeMap<String, u64>,
     /// (elapsed_sec, tests_executed) samples, for the throughput plot.
@@ -66,6 +70,11 @@ impl Stats {
             self.tests_valid += 1;
         } else if let Some(r) = &j.invalid_reason {
             *self.invalid_reasons.entry(r.clone()).or_default() += 1;
+            if self.invalid_examples.len() < 10 {
+                if let Some(o) = outcomes.first() {
+                    self.invalid_examples.push(o.status.message().chars().take(300).collect());
+                }
+            }
         }
         let mut fired: Vec<&str> = outcomes.iter().flat_map(|o| o.passes_fired.iter().map(String::as_str)).collect();
         fired.sort_unstable();
@@ -75,8 +84,11 @@ impl Stats {
         }
         if let Some(tp) = target_pass {
             self.tests_with_target_pass += 1;
+            let e = self.trigger_by_pass.entry(tp.to_string()).or_default();
+            e[0] += 1;
             if fired.contains(&tp) {
                 self.target_pass_fired += 1;
+                e[1] += 1;
             }
         }
     }

@@ -11,6 +11,7 @@ mod ops;
 mod patterns;
 mod run;
 mod seeds;
+mod synth;
 mod worker;
 
 use clap::{Parser, Subcommand};
@@ -38,6 +39,8 @@ pub enum Command {
     /// The operator catalog: list it, or write single-op models to check its inference against a runtime.
     #[command(subcommand)]
     Ops(ops::OpsCmd),
+    /// Splice one pattern into one seed graph (for debugging synthesis).
+    Synth(synth::SynthArgs),
     /// Import ONNX models, validate their structure and type-check them against the op catalog.
     Check(check::CheckArgs),
     /// Import and re-export models through oatest's IR (normalizes them; shows what oatest reads).
@@ -61,6 +64,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Seeds(c) => seeds::run(c),
         Command::Ops(c) => ops::run(c),
         Command::Check(c) => check::run(c),
+        Command::Synth(c) => synth::run(c),
         Command::Convert(c) => convert::run(c),
         Command::Run(c) => run::run(c),
         Command::Doctor(c) => doctor::run(c),

@@ -5,7 +5,8 @@
 
 use super::{abstract_type, structural_key, Granularity, Pattern, PatternMeta, Port, Provenance, FORMAT};
 use crate::graph::{onnx, Graph, Model, NodeId, TensorType, ValueType};
-use crate::target::ort::RULE_CONTAINERS;
+pub use crate::target::rules::container_of;
+use crate::target::rules::RULE_CONTAINERS;
 use crate::target::worker::Worker;
 use crate::target::{inputs, Config, Level, NamedTensor, Status};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -23,11 +24,6 @@ pub fn granularities(pass: &str) -> &'static [Granularity] {
         .find(|(p, _)| *p == pass)
         .map(|(_, g)| *g)
         .unwrap_or(&[Granularity::Block, Granularity::Subgraph])
-}
-
-/// The rule container of a rewrite rule, if `pass` is one.
-pub fn container_of(pass: &str) -> Option<&'static str> {
-    RULE_CONTAINERS.iter().find(|(_, rules)| rules.contains(&pass)).map(|(c, _)| *c)
 }
 
 fn is_container(pass: &str) -> bool {

@@ -17,7 +17,25 @@ pub enum Feed {
     Exact,
     Abstract,
     Bridge,
+    /// A new graph input: for ports whose values must stay in a range (indices, ratios), which context values
+    /// would break; the input generator gives them valid values.
+    Fresh,
 }
+
+/// (op, input slot) whose value must stay in a range: such open inputs become fresh graph inputs.
+const RANGE_SENSITIVE: &[(&str, usize)] = &[
+    ("Gather", 1),
+    ("GatherElements", 1),
+    ("GatherND", 1),
+    ("ScatterElements", 1),
+    ("ScatterND", 1),
+    ("OneHot", 1),
+    ("Dropout", 1),
+    ("EmbedLayerNormalization", 0),
+    ("EmbedLayerNormalization", 1),
+    ("EmbedLayerNormalization", 7),
+    ("Attention", 3),
+];
 
 /// What a splice did, for statistics and tests.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -81,7 +99,17 @@ pub fn splice(
     // pattern input name -> value that feeds it
     let mut fed: HashMap<String, String> = HashMap::new();
     let mut abstract_types: HashMap<String, TensorType> = HashMap::new();
+    let mut fresh_inputs: Vec<(String, TensorType)> = Vec::new();
     for port in p.meta.inputs.iter().filter(|port| pg.inputs.contains(&port.name)) {
+        let sensitive = pg.consumers(&port.name).iter().any(|&(id, slot)| {
+            let op = pg.node(id).op.name.as_str();
+            RANGE_SENSITIVE.iter().any(|&(o, s)| o == op && s == slot)
+        });
+        if sensitive {
+            fresh_inputs.push((rename(&port.name), port.ty.clone()));
+            info.feeds.push(Feed::Fresh);
+            continue;
+        }
         let exact: Vec<&(String, TensorType)> = preceding.iter().filter(|(_, t)| *t == port.ty).collect();
         if !exact.is_empty() && rng.random_bool(0.9) {
             fed.insert(port.name.clone(), exact[rng.random_range(0..exact.len())].0.clone());
@@ -173,6 +201,9 @@ pub fn splice(
     for i in &g.inputs {
         out.add_input(i, g.types[i].clone());
     }
+    for (n, t) in fresh_inputs {
+        out.add_input(&n, t);
+    }
     for (n, t) in g.initializers.iter().map(|(n, t)| (n.clone(), t.clone())).chain(new_consts) {
         out.add_initializer(&n, t);
     }
@@ -206,13 +237,21 @@ pub fn splice(
 
     let mut m = Model::new(out);
     m.ir_version = seed.ir_version.max(p.model.ir_version).min(10);
-    let mut opsets: BTreeMap<String, i64> = seed.opsets.clone();
-    for (d, v) in &p.model.opsets {
-        let e = opsets.entry(d.clone()).or_insert(*v);
+    let mut opsets: BTreeMap<String, i64> = BTreeMap::new();
+    for (d, v) in seed.opsets.iter().chain(&p.model.opsets) {
+        // "ai.onnx" and "" name one domain: keep one entry, or a runtime may pick the older version
+        let d = if d == "ai.onnx" { String::new() } else { d.clone() };
+        let e = opsets.entry(d).or_insert(*v);
         *e = (*e).max(*v);
     }
     m.opsets = opsets;
-    m.functions = p.model.functions.clone();
+    // the seed may itself be an earlier synthesized test with model-local functions: keep both sets
+    m.functions = seed.functions.clone();
+    for f in &p.model.functions {
+        if !m.functions.contains(f) {
+            m.functions.push(f.clone());
+        }
+    }
     m.producer_name = "oatest synth".into();
     Ok((m, info))
 }

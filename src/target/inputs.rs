@@ -18,6 +18,8 @@ enum Range {
     Positive,
     /// Read as indices (Gather-like): 0 only, always valid.
     Index,
+    /// A probability (Dropout ratio): in [0, 0.5).
+    Ratio,
 }
 
 fn range_for(g: &Graph, name: &str) -> Range {
@@ -29,6 +31,8 @@ fn range_for(g: &Graph, name: &str) -> Range {
                 return Range::Index
             }
             ("Log" | "Sqrt" | "Reciprocal" | "Rsqrt", 0) | ("Pow", 0) | ("Div" | "Mod", 1) => r = Range::Positive,
+            ("Dropout", 1) => return Range::Ratio,
+            ("EmbedLayerNormalization", 0 | 1 | 7) | ("Attention", 3) => return Range::Index,
             _ => {}
         }
     }
@@ -79,6 +83,7 @@ pub fn generate(g: &Graph, seed: u64) -> anyhow::Result<Vec<NamedTensor>> {
 fn value(rng: &mut rand_chacha::ChaCha8Rng, dtype: DType, range: Range) -> f64 {
     match (range, dtype) {
         (Range::Index, _) => 0.0,
+        (Range::Ratio, _) => rng.random_range(0.0..0.5),
         (_, DType::Bool) => rng.random_range(0..2) as f64,
         (Range::Positive, d) if d.is_float() => {
             if rng.random_bool(0.1) {

@@ -5,6 +5,7 @@ pub mod fault;
 pub mod inputs;
 #[cfg(feature = "ort")]
 pub mod ort;
+pub mod rules;
 #[cfg(feature = "tract")]
 pub mod tract;
 pub mod worker;
@@ -45,6 +46,9 @@ pub struct Config {
     pub threads: usize,
     /// Also find which rewrite rules inside rule-based passes fired (costs one session per rule).
     pub attribute_rules: bool,
+    /// With `attribute_rules`: only these rules (empty: all).
+    #[serde(default)]
+    pub rules_of_interest: Vec<String>,
     /// Write the optimized graph here (targets that can: ORT).
     #[serde(default)]
     pub save_optimized: Option<std::path::PathBuf>,
@@ -52,7 +56,14 @@ pub struct Config {
 
 impl Config {
     pub fn level(level: Level) -> Config {
-        Config { level, disabled: Vec::new(), threads: 1, attribute_rules: false, save_optimized: None }
+        Config {
+            level,
+            disabled: Vec::new(),
+            threads: 1,
+            attribute_rules: false,
+            rules_of_interest: Vec::new(),
+            save_optimized: None,
+        }
     }
 
     /// Parses `LEVEL[:-Pass1;-Pass2...]` (e.g. `all`, `extended:-ConstantFolding;-GeluFusionL1`,
@@ -86,7 +97,14 @@ impl Config {
             other => anyhow::bail!("config '{s}': unknown level '{other}' (disable, basic, extended, layout, all)"),
         };
         anyhow::ensure!(threads >= 1, "config '{s}': threads must be >= 1");
-        Ok(Config { level, disabled, threads, attribute_rules: false, save_optimized: None })
+        Ok(Config {
+            level,
+            disabled,
+            threads,
+            attribute_rules: false,
+            rules_of_interest: Vec::new(),
+            save_optimized: None,
+        })
     }
 }
 

@@ -132,37 +132,7 @@ impl OrtTarget {
     }
 }
 
-/// The rewrite rules inside ORT's rule-based transformers, by container (from ORT 1.31's
-/// optimizer registration; ../shared/corpora/ort-transform-testdata/TRANSFORMERS.txt). Rules are not logged one
-/// by one: a rule fired if its container still modifies the graph when every other rule of it is disabled.
-pub const RULE_CONTAINERS: &[(&str, &[&str])] = &[
-    (
-        "Level1_RuleBasedTransformer",
-        &[
-            "EliminateIdentity",
-            "EliminateSlice",
-            "UnsqueezeElimination",
-            "EliminateDropout",
-            "ExpandElimination",
-            "CastElimination",
-            "CastChainElimination",
-            "PreShapeNodeElimination",
-            "NoopElimination",
-            "DivMulFusion",
-            "FuseReluClip",
-            "GemmSumFusion",
-            "GemmTransposeFusion",
-            "NotWhereFusion",
-            "ConvAddFusion",
-            "ConvMulFusion",
-            "ConvBNFusion",
-            "Pad_Fusion",
-            "MatMul_BatchNormalization_Fusion",
-            "LabelEncoderFusion",
-        ],
-    ),
-    ("Level2_RuleBasedTransformer", &["ClipQuantRewrite", "ReluQuantRewrite", "GemmTransposeFusion"]),
-];
+pub use super::rules::RULE_CONTAINERS;
 
 impl OrtTarget {
     /// The rewrite rules that fired, for each rule container in `fired`: one extra session per rule, with every
@@ -170,7 +140,9 @@ impl OrtTarget {
     fn fired_rules(&self, model: &[u8], config: &Config, fired: &[String]) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for (container, rules) in RULE_CONTAINERS.iter().filter(|(c, _)| fired.iter().any(|f| f == c)) {
-            for rule in rules.iter().filter(|r| !config.disabled.iter().any(|d| d == *r)) {
+            let wanted =
+                |r: &&&str| config.rules_of_interest.is_empty() || config.rules_of_interest.iter().any(|w| w == **r);
+            for rule in rules.iter().filter(|r| !config.disabled.iter().any(|d| d == **r)).filter(wanted) {
                 let mut c = config.clone();
                 c.save_optimized = None;
                 c.disabled.extend(rules.iter().filter(|r| *r != rule).map(|r| r.to_string()));
