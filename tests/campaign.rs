@@ -286,3 +286,37 @@ fn oatest_synth_splices_one_pattern_into_one_seed() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("spliced ConvActivationFusion"));
     assert!(oatest(&["check", "--allow-unknown", out.to_str().unwrap()]).status.success());
 }
+
+#[test]
+fn two_targets_are_compared_with_each_other() {
+    // tract computes Relu; the fault target echoes its input: their references differ on negative inputs
+    let dir = tempfile::tempdir().unwrap();
+    let (seeds, out) = (dir.path().join("seeds"), dir.path().join("run"));
+    std::fs::create_dir_all(&seeds).unwrap();
+    std::fs::write(seeds.join("relu.onnx"), fault_model(None)).unwrap();
+    let o = oatest(&[
+        "fuzz",
+        "--target",
+        "tract,fault",
+        "--tests",
+        "20",
+        "--seed",
+        "2",
+        "--jobs",
+        "1",
+        "--seeds",
+        seeds.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("stats.json"));
+    assert_stats_consistent(&s);
+    assert_eq!(s["target"], "tract,fault");
+    assert!(s["by_symptom"]["inconsistency"].as_u64().unwrap() > 0, "{s}");
+    let cross = std::fs::read_dir(out.join("findings")).unwrap().any(|e| {
+        let meta = json(&e.unwrap().path().join("meta.json"));
+        meta["verdicts"].as_array().unwrap().iter().any(|v| v["config"] == "tract~fault")
+    });
+    assert!(cross, "a cross-target verdict names both targets");
+}

@@ -68,6 +68,7 @@ pub fn signature(target: &str, v: &Verdict) -> String {
 
 #[derive(Serialize)]
 struct OutcomeRecord<'a> {
+    target: &'a str,
     config: String,
     status: &'static str,
     message: String,
@@ -113,6 +114,7 @@ pub fn write(
     let records: Vec<OutcomeRecord> = outcomes
         .iter()
         .map(|o| OutcomeRecord {
+            target: &o.target,
             config: o.config.to_string(),
             status: o.status.kind(),
             message: o.status.message(),

@@ -105,43 +105,58 @@ pub fn run(
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<Summary> {
     std::fs::create_dir_all(&settings.out).with_context(|| format!("cannot create {}", settings.out.display()))?;
-    let kind = TargetKind::parse(&settings.target)?;
-    let mut spec = WorkerSpec::new(kind)?;
-    spec.ort_lib = settings.ort_lib.clone();
-    spec.timeout = Duration::from_millis(settings.timeout_ms);
-    spec.mem_limit_mb = Some(settings.mem_mb);
-    let workers: Vec<Worker> =
-        (0..settings.jobs.max(1)).map(|_| Worker::start(spec.clone())).collect::<anyhow::Result<_>>()?;
-    let info = workers[0].info.clone();
+    // one target, or two compared with each other (`ort,tract`): every job runs one worker per target
+    let kinds: Vec<TargetKind> = settings.target.split(',').map(TargetKind::parse).collect::<anyhow::Result<_>>()?;
+    anyhow::ensure!(kinds.len() <= 2, "--target takes one target or two (e.g. ort,tract)");
+    let mut lanes: Vec<Vec<Worker>> = Vec::new();
+    for _ in 0..settings.jobs.max(1) {
+        let mut lane = Vec::new();
+        for kind in &kinds {
+            let mut spec = WorkerSpec::new(kind.clone())?;
+            spec.ort_lib = settings.ort_lib.clone();
+            spec.timeout = Duration::from_millis(settings.timeout_ms);
+            spec.mem_limit_mb = Some(settings.mem_mb);
+            lane.push(Worker::start(spec)?);
+        }
+        lanes.push(lane);
+    }
+    let infos: Vec<_> = lanes[0].iter().map(|w| w.info.clone()).collect();
     // by default the reference and the most optimized configuration: every pass runs in the latter, and the
     // test rate doubles compared to all four ORT levels (--config chooses others)
-    let configs = if settings.configs.is_empty() {
-        let d = &info.default_configs;
-        vec![d[0].clone(), d[d.len() - 1].clone()]
-    } else {
-        settings.configs.clone()
-    };
-    anyhow::ensure!(configs.len() >= 2, "a differential campaign needs at least two configurations");
+    let configs: Vec<Vec<Config>> = infos
+        .iter()
+        .map(|info| {
+            if settings.configs.is_empty() {
+                let d = &info.default_configs;
+                vec![d[0].clone(), d[d.len() - 1].clone()]
+            } else {
+                settings.configs.clone()
+            }
+        })
+        .collect();
+    anyhow::ensure!(configs.iter().all(|c| c.len() >= 2), "a differential campaign needs at least two configurations");
+    let target_name = infos.iter().map(|i| i.target.clone()).collect::<Vec<_>>().join(",");
+    let target_version = infos.iter().map(|i| i.version.clone()).collect::<Vec<_>>().join(",");
     let (mut next_id, mut stats) =
-        resume.unwrap_or_else(|| (0, Stats::new(&info.target, &info.version, settings.seed)));
+        resume.unwrap_or_else(|| (0, Stats::new(&target_name, &target_version, settings.seed)));
     let prior_elapsed = stats.elapsed_sec;
     let oracle = Oracle { tolerance: settings.tolerance };
 
-    // worker threads: each owns a worker, takes tests from a bounded queue, runs and judges them
-    let depth = 2 * workers.len();
+    // worker threads: each owns its workers, takes tests from a bounded queue, runs and judges them
+    let depth = 2 * lanes.len();
     anyhow::ensure!(
         (depth as u64) < source::POOL_LAG,
         "--jobs {} is more than this campaign loop supports",
-        workers.len()
+        lanes.len()
     );
     let (job_tx, job_rx) = sync_channel::<Test>(depth);
     let job_rx = Arc::new(Mutex::new(job_rx));
     let (done_tx, done_rx) = channel::<Done>();
-    let threads: Vec<_> = workers
+    let threads: Vec<_> = lanes
         .into_iter()
-        .map(|w| {
+        .map(|lane| {
             let (rx, tx, configs, oracle) = (job_rx.clone(), done_tx.clone(), configs.clone(), oracle.clone());
-            std::thread::spawn(move || execute(w, rx, tx, configs, oracle))
+            std::thread::spawn(move || execute(lane, rx, tx, configs, oracle))
         })
         .collect();
     drop(done_tx);
@@ -192,7 +207,7 @@ pub fn run(
         while let Some(d) = pending.remove(&next_id) {
             let clean = d.judgement.valid && d.judgement.verdicts.is_empty() && !d.outcomes.is_empty();
             source.feedback(&d.test, clean);
-            process(&settings, &info.target, &info.version, &mut stats, d, &mut progress)?;
+            process(&settings, &target_name, &target_version, &mut stats, d, &mut progress)?;
             next_id += 1;
         }
         let el = elapsed();
@@ -268,75 +283,132 @@ fn process(
     Ok(())
 }
 
-/// A worker thread: run every configuration, judge, and re-run inconsistencies to rule out nondeterminism.
+/// A worker thread: for each target, run every configuration, judge, and re-run inconsistencies to rule out
+/// nondeterminism; with two targets, also compare their references.
 fn execute(
-    mut w: Worker,
+    mut lane: Vec<Worker>,
     rx: Arc<Mutex<Receiver<Test>>>,
     tx: std::sync::mpsc::Sender<Done>,
-    configs: Vec<Config>,
+    configs: Vec<Vec<Config>>,
     oracle: Oracle,
 ) {
+    let multi = lane.len() > 1;
     loop {
         let next = rx.lock().unwrap().recv();
         let Ok(test) = next else { break };
-        // a rewrite rule is not logged on its own: for a test built for one, ask the optimized configurations
-        // to attribute just that rule (one extra session when its container fired)
-        let rule = test.target_pass.as_deref().filter(|p| crate::target::rules::container_of(p).is_some());
-        let test_configs: Vec<Config> = match rule {
-            Some(r) => configs
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    let mut c = c.clone();
-                    if i > 0 {
-                        c.attribute_rules = true;
-                        c.rules_of_interest = vec![r.to_string()];
-                    }
-                    c
-                })
-                .collect(),
-            None => configs.clone(),
+        let mut all = Done {
+            test,
+            outcomes: Vec::new(),
+            judgement: Judgement { valid: true, invalid_reason: None, verdicts: Vec::new() },
+            nondeterministic: 0,
+            flaky: 0,
         };
-        let configs = &test_configs;
-        let outcomes = w.run_configs(&test.model, &test.inputs, configs);
-        let mut judgement = oracle.judge(&outcomes);
-        let (mut nondeterministic, mut flaky) = (0, 0);
-        if judgement.verdicts.iter().any(|v| v.symptom == Symptom::Inconsistency) {
-            // run the reference and each inconsistent configuration again
-            let again: Vec<Config> = std::iter::once(configs[0].clone())
-                .chain(
-                    judgement
-                        .verdicts
-                        .iter()
-                        .filter(|v| v.symptom == Symptom::Inconsistency)
-                        .filter_map(|v| configs.iter().find(|c| c.to_string() == v.config).cloned()),
-                )
-                .collect();
-            let rerun = w.run_configs(&test.model, &test.inputs, &again);
-            let reference_stable = oracle.inconsistency(&outcomes[0], &rerun[0]).is_none()
-                && crate::oracle::distance(&outcomes[0].outputs, &rerun[0].outputs, 0.0).is_ok_and(|d| d.max == 0.0);
-            judgement.verdicts.retain(|v| {
-                if v.symptom != Symptom::Inconsistency {
-                    return true;
+        let mut references: Vec<Outcome> = Vec::new();
+        for (k, w) in lane.iter_mut().enumerate() {
+            let (outcomes, mut j, nondet, flaky) = run_and_judge(w, &all.test, &configs[k], &oracle);
+            if multi {
+                for v in &mut j.verdicts {
+                    v.config = format!("{}:{}", w.info.target, v.config);
                 }
-                if !reference_stable {
-                    nondeterministic += 1;
-                    return false;
-                }
-                let still = rerun[1..]
-                    .iter()
-                    .find(|o| o.config.to_string() == v.config)
-                    .is_some_and(|o| oracle.inconsistency(&rerun[0], o).is_some());
-                if !still {
-                    flaky += 1;
-                }
-                still
-            });
+            }
+            if k == 0 {
+                all.judgement.valid = j.valid;
+                all.judgement.invalid_reason = j.invalid_reason.clone();
+            }
+            if j.valid {
+                references.push(outcomes[0].clone());
+            }
+            all.judgement.verdicts.extend(j.verdicts);
+            all.outcomes.extend(outcomes);
+            all.nondeterministic += nondet;
+            all.flaky += flaky;
         }
-        if tx.send(Done { test, outcomes, judgement, nondeterministic, flaky }).is_err() {
+        // across targets: both references ran, so they must agree; re-run both before believing a difference
+        if references.len() == 2 {
+            if let Some(mut v) = oracle.inconsistency(&references[0], &references[1]) {
+                let again: Vec<Outcome> = lane
+                    .iter_mut()
+                    .zip(&configs)
+                    .map(|(w, c)| w.run(&all.test.model, &all.test.inputs, &c[0]))
+                    .collect();
+                let stable = (0..2).all(|i| {
+                    crate::oracle::distance(&references[i].outputs, &again[i].outputs, 0.0).is_ok_and(|d| d.max == 0.0)
+                });
+                if !stable {
+                    all.nondeterministic += 1;
+                } else if oracle.inconsistency(&again[0], &again[1]).is_some() {
+                    v.config = format!("{}~{}", lane[0].info.target, lane[1].info.target);
+                    all.judgement.verdicts.push(v);
+                } else {
+                    all.flaky += 1;
+                }
+            }
+        }
+        if tx.send(all).is_err() {
             break;
         }
     }
+}
+
+/// One target: run the test's configurations, judge, and drop inconsistencies that a re-run shows to be
+/// nondeterministic (the reference itself changes) or flaky (they do not come back).
+fn run_and_judge(
+    w: &mut Worker,
+    test: &Test,
+    configs: &[Config],
+    oracle: &Oracle,
+) -> (Vec<Outcome>, Judgement, u64, u64) {
+    // a rewrite rule is not logged on its own: for a test built for one, ask the optimized configurations
+    // to attribute just that rule (one extra session when its container fired)
+    let rule = test.target_pass.as_deref().filter(|p| crate::target::rules::container_of(p).is_some());
+    let configs: Vec<Config> = configs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut c = c.clone();
+            if let (Some(r), true) = (rule, i > 0) {
+                c.attribute_rules = true;
+                c.rules_of_interest = vec![r.to_string()];
+            }
+            c
+        })
+        .collect();
+    let outcomes = w.run_configs(&test.model, &test.inputs, &configs);
+    let mut judgement = oracle.judge(&outcomes);
+    let (mut nondeterministic, mut flaky) = (0, 0);
+    if judgement.verdicts.iter().any(|v| v.symptom == Symptom::Inconsistency) {
+        // run the reference and each inconsistent configuration again
+        let again: Vec<Config> = std::iter::once(configs[0].clone())
+            .chain(
+                judgement
+                    .verdicts
+                    .iter()
+                    .filter(|v| v.symptom == Symptom::Inconsistency)
+                    .filter_map(|v| configs.iter().find(|c| c.to_string() == v.config).cloned()),
+            )
+            .collect();
+        let rerun = w.run_configs(&test.model, &test.inputs, &again);
+        let reference_stable = oracle.inconsistency(&outcomes[0], &rerun[0]).is_none()
+            && crate::oracle::distance(&outcomes[0].outputs, &rerun[0].outputs, 0.0).is_ok_and(|d| d.max == 0.0);
+        judgement.verdicts.retain(|v| {
+            if v.symptom != Symptom::Inconsistency {
+                return true;
+            }
+            if !reference_stable {
+                nondeterministic += 1;
+                return false;
+            }
+            let still = rerun[1..]
+                .iter()
+                .find(|o| o.config.to_string() == v.config)
+                .is_some_and(|o| oracle.inconsistency(&rerun[0], o).is_some());
+            if !still {
+                flaky += 1;
+            }
+            still
+        });
+    }
+    (outcomes, judgement, nondeterministic, flaky)
 }
 
 /// Patterns larger than this are left out of synthesis: their sessions cost more than they add.

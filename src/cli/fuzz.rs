@@ -79,11 +79,6 @@ impl FuzzArgs {
             "--patterns: pattern synthesis is not implemented yet; tests come from the seed generator and --seeds"
         );
         anyhow::ensure!(
-            !self.target.contains(','),
-            "--target {}: cross-target campaigns are not implemented yet",
-            self.target
-        );
-        anyhow::ensure!(
             self.tolerance >= 0.0 && self.tolerance.is_finite(),
             "--tolerance must be a finite number >= 0"
         );
@@ -92,7 +87,8 @@ impl FuzzArgs {
         if let Budget::Seconds(s) = budget {
             anyhow::ensure!(s > 0.0, "the time budget must be positive");
         }
-        let default_lib = crate::util::project_file(&format!("patterns/{}", self.target));
+        let first = self.target.split(',').next().unwrap_or_default();
+        let default_lib = crate::util::project_file(&format!("patterns/{first}"));
         let patterns = self.patterns.clone().or(default_lib);
         let mode = match (self.mode.as_deref(), &patterns) {
             (Some("random"), _) => Mode::Random,
@@ -151,13 +147,14 @@ fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
     let cfg = SeedConfig { max_nodes: s.max_nodes, ..Default::default() };
     let gen: Box<dyn TestSource> = match (s.mode, &s.patterns) {
         (Mode::Synth, Some(dir)) => {
-            let (patterns, bad) = crate::pattern::load_library(dir, &s.target)?;
+            let first = s.target.split(',').next().unwrap_or_default();
+            let (patterns, bad) = crate::pattern::load_library(dir, first)?;
             for b in bad.iter().take(5) {
                 eprintln!("warning: skipped {b}");
             }
             let n = patterns.len();
-            anyhow::ensure!(n > 0, "{}: no {} patterns", dir.display(), s.target);
-            let mut spec = WorkerSpec::new(TargetKind::parse(&s.target)?)?;
+            anyhow::ensure!(n > 0, "{}: no {first} patterns", dir.display());
+            let mut spec = WorkerSpec::new(TargetKind::parse(first)?)?;
             spec.ort_lib = s.ort_lib.clone();
             let usable = campaign::usable_patterns(&spec, s.jobs, patterns, cfg.opset)?;
             eprintln!(

@@ -10,7 +10,7 @@ fn out(level: Level, status: Status, vals: &[f32]) -> Outcome {
     } else {
         Vec::new()
     };
-    Outcome { config: Config::level(level), status, outputs, passes_fired: vec![], time_ms: 1.0 }
+    Outcome { target: "t".into(), config: Config::level(level), status, outputs, passes_fired: vec![], time_ms: 1.0 }
 }
 
 fn oracle() -> Oracle {
@@ -63,6 +63,7 @@ fn nan_and_inf_in_the_reference_must_match_in_kind() {
 #[test]
 fn integers_compare_exactly_and_structure_must_match() {
     let int = |level, v: &[f64]| Outcome {
+        target: "t".into(),
         config: Config::level(level),
         status: Status::Ok,
         outputs: vec![NamedTensor { name: "k".into(), tensor: Tensor::from_f64s(DType::I64, &[v.len()], v) }],
@@ -79,6 +80,7 @@ fn integers_compare_exactly_and_structure_must_match() {
 #[test]
 fn float16_allows_rounding_but_not_real_differences() {
     let h = |level, v: &[f64]| Outcome {
+        target: "t".into(),
         config: Config::level(level),
         status: Status::Ok,
         outputs: vec![NamedTensor { name: "h".into(), tensor: Tensor::from_f64s(DType::F16, &[v.len()], v) }],

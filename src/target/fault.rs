@@ -67,6 +67,13 @@ impl Target for FaultTarget {
             .collect();
         let passes_fired =
             if config.level == super::Level::Disable { Vec::new() } else { vec!["FaultPass".to_string()] };
-        Outcome { config: config.clone(), status: Status::Ok, outputs, passes_fired, time_ms: 0.0 }
+        Outcome {
+            target: "fault".into(),
+            config: config.clone(),
+            status: Status::Ok,
+            outputs,
+            passes_fired,
+            time_ms: 0.0,
+        }
     }
 }

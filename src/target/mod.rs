@@ -193,6 +193,9 @@ pub fn signal_name(sig: i32) -> &'static str {
 /// What one configuration did with one model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
+    /// The target that produced it (set by the worker's parent side).
+    #[serde(default)]
+    pub target: String,
     pub config: Config,
     pub status: Status,
     pub outputs: Vec<NamedTensor>,
@@ -203,7 +206,14 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn failed(config: &Config, status: Status, time_ms: f64) -> Outcome {
-        Outcome { config: config.clone(), status, outputs: Vec::new(), passes_fired: Vec::new(), time_ms }
+        Outcome {
+            target: String::new(),
+            config: config.clone(),
+            status,
+            outputs: Vec::new(),
+            passes_fired: Vec::new(),
+            time_ms,
+        }
     }
 }
 

@@ -202,8 +202,16 @@ impl Target for OrtTarget {
             passes_fired.extend(rules);
         }
         match result {
-            Ok(outputs) => Outcome { config: config.clone(), status: Status::Ok, outputs, passes_fired, time_ms },
+            Ok(outputs) => Outcome {
+                target: "ort".into(),
+                config: config.clone(),
+                status: Status::Ok,
+                outputs,
+                passes_fired,
+                time_ms,
+            },
             Err(message) => Outcome {
+                target: "ort".into(),
                 config: config.clone(),
                 status: Status::Error { message },
                 outputs: Vec::new(),

@@ -145,6 +145,6 @@ impl Target for TractTarget {
                 (Status::Crash { signal: None, message: format!("tract panicked: {msg}") }, Vec::new())
             }
         };
-        Outcome { config: config.clone(), status, outputs, passes_fired, time_ms }
+        Outcome { target: "tract".into(), config: config.clone(), status, outputs, passes_fired, time_ms }
     }
 }

@@ -384,6 +384,9 @@ impl Worker {
                 break;
             }
         }
+        for o in &mut out {
+            o.target = self.info.target.clone();
+        }
         out
     }
 
