@@ -14,7 +14,7 @@ use std::time::Duration;
 fn spec(kind: TargetKind) -> WorkerSpec {
     let mut s = WorkerSpec::new(kind).unwrap();
     s.exe = PathBuf::from(env!("CARGO_BIN_EXE_oatest"));
-    s.timeout = Duration::from_millis(1500);
+    s.timeout = Duration::from_millis(3000);
     s.mem_limit_mb = Some(1024);
     s
 }
@@ -29,7 +29,7 @@ fn every_kind_of_worker_death_is_an_outcome_and_the_next_test_runs() {
     let cases: [(&str, fn(&Status) -> bool); 5] = [
         ("segfault", |s| matches!(s, Status::Crash { signal: Some(11), .. })),
         ("abort", |s| matches!(s, Status::Crash { signal: Some(6), .. })),
-        ("hang", |s| matches!(s, Status::Timeout { limit_ms: 1500 })),
+        ("hang", |s| matches!(s, Status::Timeout { limit_ms: 3000 })),
         ("oom", |s| matches!(s, Status::Oom { .. })),
         ("exit", |s| matches!(s, Status::Crash { signal: None, .. })),
     ];

@@ -37,7 +37,7 @@ impl Target for FaultTarget {
                 Some("oom") => {
                     let mut hog: Vec<Vec<u8>> = Vec::new();
                     loop {
-                        hog.push(vec![1u8; 64 << 20]);
+                        hog.push(vec![0u8; 64 << 20]); // address space, not touched pages: fails fast under the limit
                     }
                 }
                 Some("exit") => std::process::exit(3),

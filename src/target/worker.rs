@@ -164,6 +164,8 @@ struct Proc {
     stdin: ChildStdin,
     stdout: FrameReader,
     stderr_tail: Arc<Mutex<VecDeque<u8>>>,
+    /// Ends when the worker's stderr closes: joined after the worker died, so its last words are all read.
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 /// What reading the worker's next frame gave.
@@ -284,7 +286,7 @@ impl Worker {
         let stderr = child.stderr.take();
         let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL)));
         let t2 = tail.clone();
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             let Some(mut stderr) = stderr else { return };
             let mut buf = [0u8; 4096];
             while let Ok(n) = stderr.read(&mut buf) {
@@ -299,7 +301,7 @@ impl Worker {
             }
         });
         self.starts += 1;
-        let mut proc = Proc { child, stdin, stdout, stderr_tail: tail };
+        let mut proc = Proc { child, stdin, stdout, stderr_tail: tail, stderr_reader: Some(stderr_reader) };
         write_frame(&mut proc.stdin, &Request::Hello).context("worker closed its input at start")?;
         match proc.stdout.next(Instant::now() + Duration::from_secs(120)) {
             Got::Frame(Response::Hello { target, version, default_configs }) => {
@@ -314,7 +316,9 @@ impl Worker {
             _ => {
                 let _ = proc.child.kill();
                 let status = proc.child.wait().ok();
-                std::thread::sleep(Duration::from_millis(20));
+                if let Some(h) = proc.stderr_reader.take() {
+                    let _ = h.join();
+                }
                 let tail = tail_text(&proc.stderr_tail);
                 anyhow::bail!("{} worker failed at start ({status:?}): {tail}", self.spec.kind.name())
             }
@@ -399,8 +403,10 @@ impl Worker {
         }
         let _ = proc.child.kill();
         let status = proc.child.wait();
-        // let the stderr reader drain what the dying process wrote
-        std::thread::sleep(Duration::from_millis(20));
+        // the process is gone, so its stderr reaches end of file: read all of what it wrote last
+        if let Some(h) = proc.stderr_reader.take() {
+            let _ = h.join();
+        }
         classify(status.ok(), &tail_text(&proc.stderr_tail))
     }
 
