@@ -87,6 +87,8 @@ pub struct SynthSource {
     pub seed: u64,
     pub cfg: SeedConfig,
     pub patterns: Vec<crate::pattern::Pattern>,
+    /// Seed graphs given with `--seeds DIR` (only those whose ops the catalog knows can be spliced into).
+    pub extra_seeds: Vec<crate::graph::Model>,
     /// (test id, model) of passing synthesized tests, oldest first; bounded.
     pool: Vec<(u64, crate::graph::Model)>,
 }
@@ -99,7 +101,7 @@ pub const POOL_LAG: u64 = 256;
 
 impl SynthSource {
     pub fn new(seed: u64, cfg: SeedConfig, patterns: Vec<crate::pattern::Pattern>) -> SynthSource {
-        SynthSource { seed, cfg, patterns, pool: Vec::new() }
+        SynthSource { seed, cfg, patterns, extra_seeds: Vec::new(), pool: Vec::new() }
     }
 }
 
@@ -114,6 +116,8 @@ impl TestSource for SynthSource {
             let p = &self.patterns[rng.random_range(0..self.patterns.len())];
             let base = if eligible > 0 && rng.random_bool(0.5) {
                 self.pool[rng.random_range(0..eligible)].1.clone()
+            } else if !self.extra_seeds.is_empty() && rng.random_bool(0.5) {
+                self.extra_seeds[rng.random_range(0..self.extra_seeds.len())].clone()
             } else {
                 generate(self.seed, id.wrapping_mul(8).wrapping_add(attempt), &self.cfg)
             };

@@ -164,7 +164,20 @@ fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
                 cfg.opset
             );
             anyhow::ensure!(!usable.is_empty(), "no usable patterns");
-            Box::new(SynthSource::new(s.seed, cfg, usable))
+            let mut synth = SynthSource::new(s.seed, cfg, usable);
+            if let Some(dir) = &s.seeds_dir {
+                // seed graphs from --seeds serve as synthesis bases too (those the op catalog can type-check)
+                for f in crate::util::onnx_files(dir)? {
+                    match crate::graph::onnx::load(&f) {
+                        Ok(m) if crate::ops::check_graph(&m.graph, false).is_ok() => synth.extra_seeds.push(m),
+                        Ok(_) => {
+                            eprintln!("note: {} is not used as a synthesis base (it does not type-check)", f.display())
+                        }
+                        Err(e) => eprintln!("warning: {e:#}"),
+                    }
+                }
+            }
+            Box::new(synth)
         }
         _ => Box::new(SeedgenSource { seed: s.seed, cfg }),
     };
