@@ -438,7 +438,7 @@ pub fn usable_patterns(
                     .inputs
                     .iter()
                     .chain(&p.meta.outputs)
-                    .all(|port| port.ty.numel().is_some_and(|n| n <= MAX_PORT_ELEMS))
+                    .all(|port| port.ty.numel().is_some_and(|n| n > 0 && n <= MAX_PORT_ELEMS))
         })
         .map(|mut p| {
             let old = p.model.opsets.remove("ai.onnx");
