@@ -15,4 +15,5 @@ pub mod pattern;
 pub mod seedgen;
 pub mod synth;
 pub mod target;
+pub mod triage;
 pub mod util;

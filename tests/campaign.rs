@@ -112,6 +112,19 @@ fn a_campaign_files_each_symptom_and_its_findings_replay() {
         replayed += 1;
     }
     assert!(replayed >= 2);
+
+    // triage writes a culprit analysis next to every finding (the fault target's bugs ignore pass switches, so
+    // delta debugging must say "unresolved", never invent culprits)
+    let t = oatest(&["triage", out.to_str().unwrap(), "--timeout-ms", "300"]);
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    for e in std::fs::read_dir(out.join("findings")).unwrap() {
+        let d = e.unwrap().path();
+        if d.file_name().unwrap().to_string_lossy().contains("inconsistency") {
+            let c = json(&d.join("culprits.json"));
+            assert_eq!(c["method"], "unresolved", "{c}");
+            assert!(c["passes"].as_array().unwrap().is_empty());
+        }
+    }
 }
 
 fn wait_for(cond: impl Fn() -> bool, what: &str) {

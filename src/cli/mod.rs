@@ -12,6 +12,7 @@ mod patterns;
 mod run;
 mod seeds;
 mod synth;
+mod triage;
 mod worker;
 
 use clap::{Parser, Subcommand};
@@ -39,6 +40,8 @@ pub enum Command {
     /// The operator catalog: list it, or write single-op models to check its inference against a runtime.
     #[command(subcommand)]
     Ops(ops::OpsCmd),
+    /// Find the culprit passes of each finding of a campaign (delta debugging of the pass set).
+    Triage(triage::TriageArgs),
     /// Splice one pattern into one seed graph (for debugging synthesis).
     Synth(synth::SynthArgs),
     /// Import ONNX models, validate their structure and type-check them against the op catalog.
@@ -65,6 +68,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ops(c) => ops::run(c),
         Command::Check(c) => check::run(c),
         Command::Synth(c) => synth::run(c),
+        Command::Triage(c) => triage::run(c),
         Command::Convert(c) => convert::run(c),
         Command::Run(c) => run::run(c),
         Command::Doctor(c) => doctor::run(c),
