@@ -39,9 +39,15 @@ pub fn onnx_files(path: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
     Ok(out)
 }
 
-/// The first existing `rel` below the current directory, its ancestors, or the executable's ancestors (how
-/// oatest finds its project's files: python/, .venv/).
-pub fn project_file(rel: &str) -> Option<std::path::PathBuf> {
+/// A stable 64-bit FNV-1a hash as 16 hex digits (std's hasher may change between Rust versions).
+pub fn stable_hash(s: &str) -> String {
+    let h = s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
+    format!("{h:016x}")
+}
+
+/// The directories oatest searches for its project's files: the current directory and its ancestors, then the
+/// executable's ancestors.
+pub fn search_roots() -> Vec<std::path::PathBuf> {
     let mut roots: Vec<std::path::PathBuf> = Vec::new();
     if let Ok(cwd) = std::env::current_dir() {
         roots.extend(cwd.ancestors().map(Path::to_path_buf));
@@ -49,5 +55,11 @@ pub fn project_file(rel: &str) -> Option<std::path::PathBuf> {
     if let Ok(exe) = std::env::current_exe() {
         roots.extend(exe.ancestors().map(Path::to_path_buf));
     }
-    roots.into_iter().map(|r| r.join(rel)).find(|p| p.exists())
+    roots
+}
+
+/// The first existing `rel` below the current directory, its ancestors, or the executable's ancestors (how
+/// oatest finds its project's files: python/, .venv/).
+pub fn project_file(rel: &str) -> Option<std::path::PathBuf> {
+    search_roots().into_iter().map(|r| r.join(rel)).find(|p| p.exists())
 }

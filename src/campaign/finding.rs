@@ -61,9 +61,7 @@ pub fn normalize(msg: &str) -> String {
 /// The signature of a finding: target, symptom, configuration and normalized message, as a short stable hash.
 pub fn signature(target: &str, v: &Verdict) -> String {
     let key = format!("{target}|{}|{}|{}", v.symptom, v.config, normalize(&v.detail));
-    // FNV-1a: stable across runs and Rust versions (std's hasher is not)
-    let h = key.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
-    format!("{h:016x}")
+    crate::util::stable_hash(&key)
 }
 
 #[derive(Serialize)]

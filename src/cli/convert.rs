@@ -16,9 +16,7 @@ pub fn run(a: ConvertArgs) -> anyhow::Result<()> {
     if !a.input.is_dir() {
         return convert(&a.input, &a.output);
     }
-    let mut files = Vec::new();
-    collect(&a.input, &mut files)?;
-    files.sort();
+    let files = crate::util::onnx_files(&a.input)?;
     let mut failed = 0;
     for f in &files {
         let rel = f.strip_prefix(&a.input).expect("collected under input");
@@ -35,16 +33,4 @@ pub fn run(a: ConvertArgs) -> anyhow::Result<()> {
 fn convert(input: &Path, output: &Path) -> anyhow::Result<()> {
     let m = onnx::load(input)?;
     onnx::save(&m, output)
-}
-
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    for e in std::fs::read_dir(dir).map_err(|e| anyhow::anyhow!("cannot list {}: {e}", dir.display()))? {
-        let p = e?.path();
-        if p.is_dir() {
-            collect(&p, out)?;
-        } else if p.extension().is_some_and(|x| x == "onnx") {
-            out.push(p);
-        }
-    }
-    Ok(())
 }

@@ -135,6 +135,12 @@ pub enum CheckError {
 /// outputs keep their declared types).
 pub fn check_graph(g: &Graph, strict: bool) -> Result<HashMap<String, TensorType>, CheckError> {
     g.validate()?;
+    infer_types(g, strict)
+}
+
+/// Infers every value's type with the catalog, checking inferred against declared types, without validating
+/// the graph's structure first (outputs may be undeclared, e.g. while synthesis recomputes a pattern).
+pub fn infer_types(g: &Graph, strict: bool) -> Result<HashMap<String, TensorType>, CheckError> {
     let mut types: HashMap<String, TensorType> = HashMap::new();
     for name in g.inputs.iter().chain(g.initializers.keys()) {
         if let Some(t) = g.tensor_type(name) {

@@ -179,11 +179,7 @@ impl Pattern {
     }
 }
 
-/// A stable 64-bit FNV-1a hash, hex.
-pub fn short_hash(s: &str) -> String {
-    let h = s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
-    format!("{h:016x}")
-}
+pub use crate::util::stable_hash as short_hash;
 
 /// The structural key of a pattern graph for pass `pass`: value names are replaced by positions, so two copies
 /// of one structure from different models get one key.

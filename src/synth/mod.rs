@@ -256,35 +256,13 @@ pub fn splice(
     Ok((m, info))
 }
 
-/// Output types of a graph whose outputs are undeclared, by catalog inference (every op must be known).
+/// Output types of a pattern graph, recomputed by catalog inference (every op must be known).
 fn check_graph_outputs(g: &Graph) -> Option<HashMap<String, TensorType>> {
     let mut probe = g.clone();
     for o in &g.outputs {
         probe.types.shift_remove(o);
     }
-    // check_graph needs output types declared for validation; infer without validate
-    let mut types: HashMap<String, TensorType> = HashMap::new();
-    for n in probe.inputs.iter().chain(probe.initializers.keys()) {
-        types.insert(n.clone(), probe.tensor_type(n)?);
-    }
-    for node in probe.nodes_in_order().ok()? {
-        let spec = crate::ops::lookup(&node.op.domain, &node.op.name)?;
-        let facts: Option<Vec<Option<crate::ops::Fact>>> = node
-            .inputs
-            .iter()
-            .map(|i| {
-                if i.is_empty() {
-                    Some(None)
-                } else {
-                    types.get(i).map(|t| Some(crate::ops::Fact { ty: t.clone(), value: probe.initializers.get(i) }))
-                }
-            })
-            .collect();
-        let outs = crate::ops::infer_node(spec, &facts?, &node.attrs, node.outputs.len()).ok()?;
-        for (o, t) in node.outputs.iter().zip(outs) {
-            types.insert(o.clone(), t);
-        }
-    }
+    let types = crate::ops::infer_types(&probe, true).ok()?;
     let set: HashSet<&String> = g.outputs.iter().collect();
     Some(types.into_iter().filter(|(k, _)| set.contains(k)).collect())
 }

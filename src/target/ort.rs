@@ -37,14 +37,7 @@ pub fn find_library(explicit: Option<&Path>) -> anyhow::Result<LibraryChoice> {
         anyhow::ensure!(p.exists(), "ORT_DYLIB_PATH={} does not exist", p.display());
         return Ok(LibraryChoice { path: p, source: "ORT_DYLIB_PATH" });
     }
-    let mut roots: Vec<PathBuf> = Vec::new();
-    if let Ok(cwd) = std::env::current_dir() {
-        roots.extend(cwd.ancestors().map(Path::to_path_buf));
-    }
-    if let Ok(exe) = std::env::current_exe() {
-        roots.extend(exe.ancestors().map(Path::to_path_buf));
-    }
-    for root in roots {
+    for root in crate::util::search_roots() {
         let lib = root.join(".venv/lib");
         let Ok(pythons) = std::fs::read_dir(&lib) else { continue };
         for py in pythons.flatten() {
