@@ -38,6 +38,19 @@ pub fn normalize(msg: &str) -> String {
                 out.push(c);
                 out.push('*');
             }
+            // a parenthesized identifier with digits or underscores is a node or value name: `Node (conv_12)`
+            '(' => {
+                let rest: String = chars.clone().take_while(|&c| c != ')' && c != '(' && !c.is_whitespace()).collect();
+                let closed = chars.clone().nth(rest.chars().count()) == Some(')');
+                if closed && !rest.is_empty() && rest.chars().any(|c| c.is_ascii_digit() || c == '_') {
+                    for _ in 0..=rest.chars().count() {
+                        chars.next();
+                    }
+                    out.push_str("(*)");
+                } else {
+                    out.push('(');
+                }
+            }
             '0' if chars.peek() == Some(&'x') => {
                 chars.next();
                 while chars.peek().is_some_and(|d| d.is_ascii_hexdigit()) {
@@ -150,6 +163,11 @@ mod tests {
             normalize("node 'relu_3' at 0x55aa00: shape [7, 1] vs 9.1e-2, expected 0")
         );
         assert_ne!(normalize("Gather failed"), normalize("Reshape failed"));
+        assert_eq!(
+            normalize("Node (p1264_conv_q) Op (QuantizeLinear) input (c6) of (x)"),
+            normalize("Node (t2_0_q) Op (QuantizeLinear) input (c4) of (x)")
+        );
+        assert_ne!(normalize("Op (QuantizeLinear)"), normalize("Op (DequantizeLinear)"));
     }
 
     #[test]

@@ -40,8 +40,12 @@ pub enum Command {
     /// The operator catalog: list it, or write single-op models to check its inference against a runtime.
     #[command(subcommand)]
     Ops(ops::OpsCmd),
-    /// Find the culprit passes of each finding of a campaign (delta debugging of the pass set).
+    /// Triage a campaign's findings: culprit passes, minimized models, bugs/<signature>/ with reports.
     Triage(triage::TriageArgs),
+    /// Minimize one model that shows a bug and write its bug directory (report.md, repro.py, model.onnx).
+    Reduce(triage::ReduceArgs),
+    /// Export a campaign's bugs and pass-covering passing tests as an ONNX backend-test regression suite.
+    Export(triage::ExportArgs),
     /// Splice one pattern into one seed graph (for debugging synthesis).
     Synth(synth::SynthArgs),
     /// Import ONNX models, validate their structure and type-check them against the op catalog.
@@ -69,6 +73,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Check(c) => check::run(c),
         Command::Synth(c) => synth::run(c),
         Command::Triage(c) => triage::run(c),
+        Command::Reduce(c) => triage::reduce(c),
+        Command::Export(c) => triage::export(c),
         Command::Convert(c) => convert::run(c),
         Command::Run(c) => run::run(c),
         Command::Doctor(c) => doctor::run(c),

@@ -1,113 +1,206 @@
-//! `oatest triage RUN_DIR`: for each finding of a campaign, delta-debug the passes that fired down to the
-//! culprit passes, and write them next to the finding (culprits.json).
+//! `oatest triage RUN_DIR`, `oatest reduce MODEL`, `oatest export RUN_DIR`: culprit passes, minimized models,
+//! bug directories with reports and reproducers, and regression suites.
 
-use crate::oracle::{Oracle, Symptom};
+use crate::graph::onnx;
+use crate::oracle::Oracle;
 use crate::target::worker::{Worker, WorkerSpec};
-use crate::target::{inputs, Config, Outcome, Status, TargetKind};
-use crate::triage::dd::{culprits, Culprits, Probe};
+use crate::target::{inputs, Config, TargetKind};
+use crate::triage::reduce::{Case, Limits};
+use crate::triage::{self, Finding, Reproducer};
 use anyhow::Context;
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Worker and reduction settings shared by triage and reduce.
+#[derive(Args, Debug, Clone)]
+pub struct TriageOpts {
+    /// ONNX Runtime library (default: ORT_DYLIB_PATH, then the onnxruntime wheel in .venv).
+    #[arg(long)]
+    pub ort_lib: Option<PathBuf>,
+    /// Per-run time limit in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub timeout_ms: u64,
+    /// Chebyshev tolerance of the inconsistency oracle.
+    #[arg(long, default_value_t = 1e-3)]
+    pub tolerance: f64,
+    /// At most this many reduction candidates are checked per finding.
+    #[arg(long, default_value_t = 2000)]
+    pub max_checks: usize,
+    /// At most this many seconds of reduction per finding.
+    #[arg(long, default_value_t = 120)]
+    pub reduce_secs: u64,
+}
+
+impl TriageOpts {
+    fn limits(&self) -> Limits {
+        Limits { max_checks: self.max_checks, time: Duration::from_secs(self.reduce_secs) }
+    }
+
+    fn worker(&self, target: &str) -> anyhow::Result<Worker> {
+        let mut spec = WorkerSpec::new(TargetKind::parse(target)?)?;
+        spec.ort_lib = self.ort_lib.clone();
+        spec.timeout = Duration::from_millis(self.timeout_ms);
+        Worker::start(spec)
+    }
+}
 
 #[derive(Args, Debug)]
 pub struct TriageArgs {
     /// A campaign's run directory (with findings/).
     pub run: PathBuf,
+    /// Triage findings again even if they have triage.json.
     #[arg(long)]
-    pub ort_lib: Option<PathBuf>,
-    #[arg(long, default_value_t = 10_000)]
-    pub timeout_ms: u64,
-    #[arg(long, default_value_t = 1e-3)]
-    pub tolerance: f64,
+    pub again: bool,
+    #[command(flatten)]
+    pub opts: TriageOpts,
 }
 
 pub fn run(a: TriageArgs) -> anyhow::Result<()> {
-    let findings = a.run.join("findings");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&findings)
-        .with_context(|| format!("cannot list {}", findings.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir() && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
-        .collect();
-    dirs.sort();
+    let dirs = triage::finding_dirs(&a.run, !a.again)?;
+    let bugs = a.run.join("bugs");
     let mut workers: std::collections::BTreeMap<String, Worker> = Default::default();
-    for dir in dirs {
-        match triage_one(&a, &dir, &mut workers) {
-            Ok(Some(c)) => println!(
-                "{}: {} [{} in {} runs]{}",
-                dir.file_name().unwrap_or_default().to_string_lossy(),
-                if c.passes.is_empty() { "-".to_string() } else { c.passes.join(", ") },
-                c.method,
-                c.runs,
-                c.note.map(|n| format!(" ({n})")).unwrap_or_default()
-            ),
+    let oracle = Oracle { tolerance: a.opts.tolerance };
+    let (mut done, mut new) = (0, 0);
+    for dir in &dirs {
+        let target = std::fs::read_to_string(dir.join("meta.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|m| m["target"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        if target.contains(',') || target.is_empty() {
+            continue;
+        }
+        if !workers.contains_key(&target) {
+            workers.insert(target.clone(), a.opts.worker(&target)?);
+        }
+        let w = workers.get_mut(&target).expect("inserted");
+        match triage::triage_dir(dir, &bugs, w, oracle.clone(), a.opts.limits()) {
+            Ok(Some(f)) => {
+                done += 1;
+                new += f.new_bug as usize;
+                let t = &f.triage;
+                println!(
+                    "{}: {} {} [{} in {} runs] {} -> {} nodes -> bugs/{}{}",
+                    dir.file_name().unwrap_or_default().to_string_lossy(),
+                    if f.new_bug { "NEW" } else { "dup" },
+                    if t.culprits.is_empty() { "-".to_string() } else { t.culprits.join("+") },
+                    t.method,
+                    t.dd_runs,
+                    t.original_nodes,
+                    t.nodes,
+                    f.signature,
+                    if t.confirmed { "" } else { " (not confirmed)" }
+                );
+            }
             Ok(None) => {}
             Err(e) => eprintln!("warning: {}: {e:#}", dir.display()),
         }
     }
+    println!("triaged {done} findings: {new} new bugs in {}", bugs.display());
     Ok(())
 }
 
-fn triage_one(
-    a: &TriageArgs,
-    dir: &Path,
-    workers: &mut std::collections::BTreeMap<String, Worker>,
-) -> anyhow::Result<Option<Culprits>> {
-    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json"))?)?;
-    let records: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(dir.join("outcome.json"))?)?;
-    let target = meta["target"].as_str().context("meta.json has no target")?.to_string();
-    let v = &meta["verdicts"][0];
-    let symptom: Symptom = serde_json::from_value(meta["symptom"].clone())?;
-    let verdict =
-        meta["verdicts"].as_array().and_then(|vs| vs.iter().find(|x| x["symptom"] == meta["symptom"])).unwrap_or(v);
-    let config_name = verdict["config"].as_str().unwrap_or_default().to_string();
-    if target.contains(',') || config_name.contains(['~', ':']) {
-        return Ok(None); // cross-target findings have no pass set to debug
-    }
-    let config = Config::parse(&config_name)?;
-    let fired_in = |name: &str| -> Vec<String> {
-        records
-            .iter()
-            .find(|r| r["config"] == name)
-            .and_then(|r| r["passes_fired"].as_array())
-            .map(|a| a.iter().filter_map(|p| p.as_str().map(str::to_string)).collect())
-            .unwrap_or_default()
+#[derive(Args, Debug)]
+pub struct ReduceArgs {
+    /// The model showing a bug.
+    pub model: PathBuf,
+    /// ort or tract.
+    #[arg(long, default_value = "ort")]
+    pub target: String,
+    /// Inputs: a directory of input_K.pb files (default: generated from --seed).
+    #[arg(long)]
+    pub inputs: Option<PathBuf>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Configurations (first = reference); repeatable. Default: the target's differential set.
+    #[arg(long = "config")]
+    pub configs: Vec<String>,
+    /// The bug directory to write (default: <model stem>-bug/).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub opts: TriageOpts,
+}
+
+pub fn reduce(a: ReduceArgs) -> anyhow::Result<()> {
+    let model = onnx::load(&a.model)?;
+    let feeds = match &a.inputs {
+        Some(p) => inputs::read(p, &model.graph)?,
+        None => inputs::generate(&model.graph, a.seed)
+            .with_context(|| format!("{}: cannot generate inputs", a.model.display()))?,
     };
-    let reference_name = records.first().and_then(|r| r["config"].as_str()).unwrap_or("disable").to_string();
-    let always = fired_in(&reference_name);
-    let fired: Vec<String> = fired_in(&config_name).into_iter().filter(|p| !always.contains(p)).collect();
-    if !workers.contains_key(&target) {
-        let mut spec = WorkerSpec::new(TargetKind::parse(&target)?)?;
-        spec.ort_lib = a.ort_lib.clone();
-        spec.timeout = std::time::Duration::from_millis(a.timeout_ms);
-        workers.insert(target.clone(), Worker::start(spec)?);
-    }
-    let w = workers.get_mut(&target).expect("inserted");
-    let model = std::fs::read(dir.join("model.onnx"))?;
-    let m = crate::graph::onnx::decode_model(&model)?;
-    let feeds = inputs::read(dir, &m.graph)?;
-    let oracle = Oracle { tolerance: a.tolerance };
-    let reference: Option<Outcome> = (symptom == Symptom::Inconsistency).then(|| {
-        w.run(&model, &feeds, &Config::parse(&reference_name).unwrap_or(Config::level(crate::target::Level::Disable)))
-    });
-    let mut probe = |enabled: &[String]| -> Probe {
-        let mut c = config.clone();
-        c.disabled = fired.iter().filter(|p| !enabled.contains(p)).cloned().collect();
-        let o = w.run(&model, &feeds, &c);
-        match (symptom, &o.status) {
-            (Symptom::Crash, Status::Crash { .. } | Status::Oom { .. }) => Probe::Symptom,
-            (Symptom::Hang, Status::Timeout { .. }) => Probe::Symptom,
-            (Symptom::Error, Status::Error { .. }) => Probe::Symptom,
-            (Symptom::Inconsistency, Status::Ok) => match &reference {
-                Some(r) if r.status == Status::Ok && oracle.inconsistency(r, &o).is_some() => Probe::Symptom,
-                Some(r) if r.status == Status::Ok => Probe::Clean,
-                _ => Probe::Unresolved,
-            },
-            (Symptom::Inconsistency, _) => Probe::Unresolved,
-            (_, Status::Ok) => Probe::Clean,
-            _ => Probe::Unresolved,
-        }
+    let mut w = a.opts.worker(&a.target)?;
+    let configs: Vec<Config> = if a.configs.is_empty() {
+        w.info.default_configs.clone()
+    } else {
+        a.configs.iter().map(|c| Config::parse(c)).collect::<anyhow::Result<_>>()?
     };
-    let result = culprits(&fired, &mut probe);
-    crate::util::write_atomic(&dir.join("culprits.json"), serde_json::to_string_pretty(&result)?.as_bytes())?;
-    Ok(Some(result))
+    anyhow::ensure!(configs.len() >= 2, "--config: give a reference and at least one configuration to compare");
+    let bytes = onnx::encode_model(&model);
+    let oracle = Oracle { tolerance: a.opts.tolerance };
+    let outcomes = w.run_configs(&bytes, &feeds, &configs);
+    let judgement = oracle.judge(&outcomes);
+    let (target, version) = (w.info.target.clone(), w.info.version.clone());
+    let source = a.model.display().to_string();
+    let Some(finding) = Finding::from_runs(&target, &version, Case { model, feeds }, &outcomes, &judgement, &source)?
+    else {
+        anyhow::bail!(
+            "{}: no finding to reduce ({})",
+            a.model.display(),
+            if judgement.valid {
+                "every configuration agrees".to_string()
+            } else {
+                format!("invalid test: {}", judgement.invalid_reason.unwrap_or_default())
+            }
+        );
+    };
+    println!("{}: {} under {}", a.model.display(), finding.symptom, finding.config);
+    let mut r = Reproducer { worker: &mut w, oracle: oracle.clone(), finding, runs: 0 };
+    let (t, m) = triage::triage(&mut r, a.opts.limits());
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}-bug", a.model.file_stem().unwrap_or_default().to_string_lossy())));
+    triage::report::write(&out, &r.finding, &t, &m, oracle.tolerance, vec![source])?;
+    println!(
+        "culprits: {} [{} in {} runs]; {} -> {} nodes in {} checks{}; {} runs in all",
+        if t.culprits.is_empty() { "-".to_string() } else { t.culprits.join("+") },
+        t.method,
+        t.dd_runs,
+        t.original_nodes,
+        t.nodes,
+        t.reduction_checks,
+        if t.confirmed { "" } else { " (NOT confirmed)" },
+        t.runs
+    );
+    println!("wrote {}", out.display());
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// A campaign's run directory (with bugs/ after triage, examples/).
+    pub run: PathBuf,
+    /// Where to write the regression suite.
+    #[arg(long)]
+    pub out: PathBuf,
+    #[arg(long, default_value_t = 1e-3)]
+    pub tolerance: f64,
+}
+
+pub fn export(a: ExportArgs) -> anyhow::Result<()> {
+    let e = triage::export::export(&a.run, &a.out, a.tolerance)?;
+    for s in &e.skipped {
+        eprintln!("skipped: {s}");
+    }
+    let bugs = e.cases.values().filter(|c| c.kind == "bug").count();
+    println!(
+        "exported {} cases ({bugs} bugs, {} passing tests) to {}; run: pytest {}",
+        e.cases.len(),
+        e.cases.len() - bugs,
+        a.out.display(),
+        a.out.display()
+    );
+    Ok(())
 }

@@ -10,7 +10,15 @@ fn out(level: Level, status: Status, vals: &[f32]) -> Outcome {
     } else {
         Vec::new()
     };
-    Outcome { target: "t".into(), config: Config::level(level), status, outputs, passes_fired: vec![], time_ms: 1.0 }
+    Outcome {
+        target: "t".into(),
+        config: Config::level(level),
+        status,
+        outputs,
+        passes_fired: vec![],
+        passes_ran: vec![],
+        time_ms: 1.0,
+    }
 }
 
 fn oracle() -> Oracle {
@@ -68,6 +76,7 @@ fn integers_compare_exactly_and_structure_must_match() {
         status: Status::Ok,
         outputs: vec![NamedTensor { name: "k".into(), tensor: Tensor::from_f64s(DType::I64, &[v.len()], v) }],
         passes_fired: vec![],
+        passes_ran: vec![],
         time_ms: 0.0,
     };
     let o = Oracle { tolerance: 10.0 };
@@ -85,6 +94,7 @@ fn float16_allows_rounding_but_not_real_differences() {
         status: Status::Ok,
         outputs: vec![NamedTensor { name: "h".into(), tensor: Tensor::from_f64s(DType::F16, &[v.len()], v) }],
         passes_fired: vec![],
+        passes_ran: vec![],
         time_ms: 0.0,
     };
     assert!(oracle().judge(&[h(Level::Disable, &[100.0]), h(Level::All, &[100.0625])]).verdicts.is_empty());

@@ -73,6 +73,7 @@ impl Target for FaultTarget {
             status: Status::Ok,
             outputs,
             passes_fired,
+            passes_ran: Vec::new(),
             time_ms: 0.0,
         }
     }

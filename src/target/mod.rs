@@ -201,6 +201,10 @@ pub struct Outcome {
     pub outputs: Vec<NamedTensor>,
     /// Passes that modified the graph, in the order they first did.
     pub passes_fired: Vec<String>,
+    /// Passes that ran, whether or not they changed the graph (targets that report it: ORT). A pass that
+    /// crashes never says it fired; these are the candidates then.
+    #[serde(default)]
+    pub passes_ran: Vec<String>,
     pub time_ms: f64,
 }
 
@@ -212,6 +216,7 @@ impl Outcome {
             status,
             outputs: Vec::new(),
             passes_fired: Vec::new(),
+            passes_ran: Vec::new(),
             time_ms,
         }
     }

@@ -93,7 +93,7 @@ impl OrtTarget {
         Ok(OrtTarget { env, version })
     }
 
-    fn session(&self, model: &[u8], config: &Config, fired: Arc<Mutex<Vec<String>>>) -> ort::Result<Session> {
+    fn session(&self, model: &[u8], config: &Config, log: Arc<Mutex<PassLog>>) -> ort::Result<Session> {
         let level = match config.level {
             Level::Disable => GraphOptimizationLevel::Disable,
             Level::Basic => GraphOptimizationLevel::Level1,
@@ -102,10 +102,13 @@ impl OrtTarget {
             Level::All => GraphOptimizationLevel::All,
         };
         let logger: LoggerFunction = Arc::new(move |_lvl, _cat, _id, _loc, msg: &str| {
-            if let Some(name) = parse_transformer_line(msg) {
-                let mut f = fired.lock().unwrap();
-                if !f.iter().any(|n| n == name) {
-                    f.push(name.to_string());
+            if let Some((name, modified)) = parse_transformer_call(msg) {
+                let mut log = log.lock().unwrap();
+                if modified && !log.fired.iter().any(|n| n == name) {
+                    log.fired.push(name.to_string());
+                }
+                if !log.ran.iter().any(|n| n == name) {
+                    log.ran.push(name.to_string());
                 }
             }
         });
@@ -139,9 +142,9 @@ impl OrtTarget {
                 let mut c = config.clone();
                 c.save_optimized = None;
                 c.disabled.extend(rules.iter().filter(|r| *r != rule).map(|r| r.to_string()));
-                let probe = Arc::new(Mutex::new(Vec::new()));
+                let probe = Arc::new(Mutex::new(PassLog::default()));
                 if self.session(model, &c, probe.clone()).is_ok()
-                    && probe.lock().unwrap().iter().any(|p| p == container)
+                    && probe.lock().unwrap().fired.iter().any(|p| p == container)
                     && !out.iter().any(|o| o == rule)
                 {
                     out.push(rule.to_string());
@@ -152,11 +155,23 @@ impl OrtTarget {
     }
 }
 
-/// `Some(name)` for a log line saying transformer `name` modified the graph.
-pub fn parse_transformer_line(msg: &str) -> Option<&str> {
+/// The passes a session's log reported: every one that ran, and those that modified the graph.
+#[derive(Default)]
+struct PassLog {
+    fired: Vec<String>,
+    ran: Vec<String>,
+}
+
+/// `Some((name, modified))` for a log line reporting a call of transformer `name`.
+pub fn parse_transformer_call(msg: &str) -> Option<(&str, bool)> {
     let rest = msg.trim().strip_prefix("GraphTransformer ")?;
     let (name, modified) = rest.split_once(" modified: ")?;
-    (modified.split_whitespace().next()? == "1").then_some(name.trim())
+    Some((name.trim(), modified.split_whitespace().next()? == "1"))
+}
+
+/// `Some(name)` for a log line saying transformer `name` modified the graph.
+pub fn parse_transformer_line(msg: &str) -> Option<&str> {
+    parse_transformer_call(msg).and_then(|(name, modified)| modified.then_some(name))
 }
 
 impl Target for OrtTarget {
@@ -176,11 +191,11 @@ impl Target for OrtTarget {
     }
     fn run(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome {
         let start = Instant::now();
-        let fired = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::new(Mutex::new(PassLog::default()));
         // the ort binding asserts on values ORT should never return (e.g. an output without type info):
         // such a panic is ORT misbehaving, reported as an error of this configuration
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.session(model, config, fired.clone())
+            self.session(model, config, log.clone())
                 .map_err(|e| e.to_string())
                 .and_then(|mut s| run_session(&mut s, inputs))
         }))
@@ -189,7 +204,7 @@ impl Target for OrtTarget {
             Err(format!("the ort binding panicked: {}", msg.unwrap_or_default()))
         });
         let time_ms = start.elapsed().as_secs_f64() * 1e3;
-        let mut passes_fired = std::mem::take(&mut *fired.lock().unwrap());
+        let PassLog { fired: mut passes_fired, ran: passes_ran } = std::mem::take(&mut *log.lock().unwrap());
         if config.attribute_rules {
             let rules = self.fired_rules(model, config, &passes_fired);
             passes_fired.extend(rules);
@@ -201,6 +216,7 @@ impl Target for OrtTarget {
                 status: Status::Ok,
                 outputs,
                 passes_fired,
+                passes_ran: passes_ran.clone(),
                 time_ms,
             },
             Err(message) => Outcome {
@@ -209,6 +225,7 @@ impl Target for OrtTarget {
                 status: Status::Error { message },
                 outputs: Vec::new(),
                 passes_fired,
+                passes_ran: passes_ran.clone(),
                 time_ms,
             },
         }

@@ -145,6 +145,14 @@ impl Target for TractTarget {
                 (Status::Crash { signal: None, message: format!("tract panicked: {msg}") }, Vec::new())
             }
         };
-        Outcome { target: "tract".into(), config: config.clone(), status, outputs, passes_fired, time_ms }
+        Outcome {
+            target: "tract".into(),
+            config: config.clone(),
+            status,
+            outputs,
+            passes_fired,
+            passes_ran: Vec::new(),
+            time_ms,
+        }
     }
 }

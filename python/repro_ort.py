@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Standalone reproducer of an ONNX Runtime optimizer bug found by oatest (template: oatest fills in CASE).
+
+Needs only onnx, numpy and onnxruntime. Runs model.onnx on input_K.pb (beside this file) once unoptimized
+(the reference) and once under the configuration that shows the bug, each in a child process so that a crash
+or hang is observed rather than suffered.
+
+Exit status: 1 while the bug reproduces (same symptom), 0 when it does not (fixed), 3 when something else
+went wrong (a different symptom), 2 when this script cannot run.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+CASE = json.loads(r"""__OATEST_CASE__""")
+HERE = os.path.dirname(os.path.abspath(__file__))
+LEVELS = {
+    "disable": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "layout": "ORT_ENABLE_LAYOUT",
+    "all": "ORT_ENABLE_ALL",
+}
+
+
+def load_inputs():
+    import onnx
+    from onnx import numpy_helper
+
+    feeds = {}
+    for k in range(CASE["n_inputs"]):
+        t = onnx.TensorProto()
+        with open(os.path.join(HERE, f"input_{k}.pb"), "rb") as f:
+            t.ParseFromString(f.read())
+        feeds[t.name] = numpy_helper.to_array(t)
+    return feeds
+
+
+def child(level, disabled, out_path):
+    """Runs the model once and saves its outputs (or the error message)."""
+    import numpy as np
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, LEVELS[level])
+    so.intra_op_num_threads = CASE.get("threads", 1)
+    so.inter_op_num_threads = 1
+    if disabled:
+        so.add_session_config_entry("optimization.disable_specified_optimizers", ";".join(disabled))
+    try:
+        sess = ort.InferenceSession(os.path.join(HERE, "model.onnx"), so, providers=["CPUExecutionProvider"])
+        outs = sess.run(None, load_inputs())
+    except Exception as e:  # noqa: BLE001 - the message is the finding
+        with open(out_path + ".err", "w") as f:
+            f.write(str(e))
+        sys.exit(4)
+    np.savez(out_path, *outs)
+    sys.exit(0)
+
+
+def run(level, disabled):
+    """('ok', outputs) | ('error', message) | ('crash', description) | ('hang', seconds)."""
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out")
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", level, ";".join(disabled), out]
+        try:
+            p = subprocess.run(cmd, timeout=CASE["timeout_s"], capture_output=True, text=True)
+        except subprocess.TimeoutExpired:
+            return "hang", CASE["timeout_s"]
+        if p.returncode == 4:
+            with open(out + ".err") as f:
+                return "error", f.read()
+        if p.returncode != 0:
+            tail = (p.stderr or "").strip().splitlines()[-3:]
+            how = f"signal {-p.returncode}" if p.returncode < 0 else f"exit status {p.returncode}"
+            return "crash", how + (": " + " | ".join(tail) if tail else "")
+        with np.load(out + ".npz") as z:
+            return "ok", [z[f"arr_{i}"] for i in range(len(z.files))]
+
+
+def max_diff(expected, actual):
+    """Chebyshev distance, NaN/Inf-aware: NaN matches NaN, an infinity matches the same infinity."""
+    import numpy as np
+
+    worst = 0.0
+    for e, a in zip(expected, actual):
+        if e.shape != a.shape:
+            return float("inf")
+        if e.dtype.kind in "fc":
+            e64, a64 = e.astype(np.float64), a.astype(np.float64)
+            both_nan = np.isnan(e64) & np.isnan(a64)
+            same_inf = np.isinf(e64) & (e64 == a64)
+            bad_kind = (np.isnan(e64) != np.isnan(a64)) | (np.isinf(e64) & ~same_inf) | (np.isinf(a64) & ~same_inf)
+            if np.any(bad_kind & ~both_nan):
+                return float("inf")
+            ok = ~(both_nan | same_inf)
+            if np.any(ok):
+                worst = max(worst, float(np.max(np.abs(e64[ok] - a64[ok]))))
+        elif e.dtype.kind in "iub":
+            if e.size:
+                worst = max(worst, float(np.max(np.abs(e.astype(np.float64) - a.astype(np.float64)))))
+        elif not np.array_equal(e, a):
+            return float("inf")
+    return worst
+
+
+def show(kind, value):
+    if kind == "ok":
+        return "ran: " + ", ".join(f"{v.dtype}{list(v.shape)}" for v in value)
+    return f"{kind}: {str(value)[:400]}"
+
+
+def main():
+    try:
+        import numpy  # noqa: F401
+        import onnx  # noqa: F401
+        import onnxruntime as ort
+    except ImportError as e:
+        print(f"cannot run: {e} (pip install onnx numpy onnxruntime)")
+        return 2
+    print(f"onnxruntime {ort.__version__}; expecting {CASE['symptom']} under {CASE['config']}")
+    ref_kind, ref = run("disable", [])
+    print("reference (ORT_DISABLE_ALL):", show(ref_kind, ref))
+    if ref_kind != "ok":
+        print("the unoptimized reference does not run: cannot judge")
+        return 3
+    kind, got = run(CASE["level"], CASE["disabled"])
+    print(f"optimized ({LEVELS[CASE['level']]}, disabled: {';'.join(CASE['disabled']) or '-'}):", show(kind, got))
+    symptom = kind
+    if kind == "ok":
+        d = max_diff(ref, got)
+        print(f"max |diff| = {d:g} (tolerance {CASE['tolerance']:g})")
+        symptom = "inconsistency" if d > CASE["tolerance"] else "clean"
+    if CASE["culprits"]:
+        wk, wg = run(CASE["level"], CASE["disabled"] + CASE["culprits"])
+        extra = ""
+        if wk == "ok":
+            extra = f", max |diff| = {max_diff(ref, wg):g}"
+        print(f"with the culprits ({';'.join(CASE['culprits'])}) also disabled:", show(wk, wg) + extra)
+    if symptom == CASE["symptom"]:
+        print(f"REPRODUCED: {symptom}")
+        return 1
+    if symptom == "clean":
+        print("not reproduced: the optimized run matches the reference")
+        return 0
+    print(f"a different symptom: {symptom} (expected {CASE['symptom']})")
+    return 3
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        child(sys.argv[2], [p for p in sys.argv[3].split(";") if p], sys.argv[4])
+    sys.exit(main())

@@ -1,0 +1,283 @@
+//! Bug directories: `bugs/<signature>/` with the minimized model (model.onnx), the original, inputs and
+//! reference outputs as TensorProto files, report.md ready to paste upstream, repro.py (ORT) and bug.json.
+//! One directory per signature: a later finding with the same signature is counted, and replaces the
+//! representative only when its minimized model is smaller.
+
+use super::{Finding, Minimized, Triaged};
+use crate::graph::{onnx, Attr, Model};
+use crate::oracle::Symptom;
+use crate::target::{inputs, Outcome, Status};
+use crate::util::write_atomic;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// bug.json: what triage found, and every finding that is this bug.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BugRecord {
+    pub target: String,
+    pub target_version: String,
+    pub symptom: Symptom,
+    pub triage: Triaged,
+    /// The representative's source (finding directory or model file).
+    pub representative: String,
+    /// Every finding with this signature (sources).
+    pub findings: Vec<String>,
+}
+
+/// Files a triaged finding under `bugs/<signature>/`; returns the directory and whether the bug is new.
+pub fn file(bugs: &Path, f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> anyhow::Result<(PathBuf, bool)> {
+    let dir = bugs.join(&t.signature);
+    let path = dir.join("bug.json");
+    if path.exists() {
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let mut rec: BugRecord =
+            serde_json::from_str(&text).with_context(|| format!("{}: not a bug record", path.display()))?;
+        if !rec.findings.contains(&f.source) {
+            rec.findings.push(f.source.clone());
+        }
+        let smaller = t.confirmed && (!rec.triage.confirmed || t.nodes < rec.triage.nodes);
+        if smaller {
+            let findings = rec.findings.clone();
+            write(&dir, f, t, m, tolerance, findings)?;
+        } else {
+            write_atomic(&path, serde_json::to_string_pretty(&rec)?.as_bytes())?;
+        }
+        return Ok((dir, false));
+    }
+    write(&dir, f, t, m, tolerance, vec![f.source.clone()])?;
+    Ok((dir, true))
+}
+
+/// Writes a bug directory (every file atomically, bug.json last).
+pub fn write(
+    dir: &Path,
+    f: &Finding,
+    t: &Triaged,
+    m: &Minimized,
+    tolerance: f64,
+    findings: Vec<String>,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    write_atomic(&dir.join("model.onnx"), &onnx::encode_model(&m.case.model))?;
+    write_atomic(&dir.join("original.onnx"), &onnx::encode_model(&f.case.model))?;
+    for stale in std::fs::read_dir(dir)?.filter_map(|e| e.ok()).map(|e| e.path()) {
+        let name = stale.file_name().unwrap_or_default().to_string_lossy().to_string();
+        if (name.starts_with("input_") || name.starts_with("output_")) && name.ends_with(".pb") {
+            std::fs::remove_file(&stale)?;
+        }
+    }
+    inputs::write(dir, "input", &m.case.feeds)?;
+    if let Some(r) = m.reference.as_ref().filter(|r| r.status == Status::Ok) {
+        inputs::write(dir, "output", &r.outputs)?;
+    }
+    write_atomic(&dir.join("report.md"), markdown(f, t, m, tolerance).as_bytes())?;
+    if f.target == "ort" {
+        write_atomic(&dir.join("repro.py"), repro_py(f, t, m, tolerance)?.as_bytes())?;
+    }
+    let rec = BugRecord {
+        target: f.target.clone(),
+        target_version: f.target_version.clone(),
+        symptom: f.symptom,
+        triage: t.clone(),
+        representative: f.source.clone(),
+        findings,
+    };
+    write_atomic(&dir.join("bug.json"), serde_json::to_string_pretty(&rec)?.as_bytes())
+}
+
+/// The model as a node list: inputs, constants, one line per node, outputs.
+pub fn node_list(m: &Model) -> String {
+    let g = &m.graph;
+    let ty = |v: &str| g.types.get(v).map(|t| t.to_string()).unwrap_or_else(|| "?".into());
+    let mut s = String::new();
+    for i in g.inputs.iter().filter(|i| !g.initializers.contains_key(*i)) {
+        let _ = writeln!(s, "input  {i}: {}", ty(i));
+    }
+    for (name, t) in &g.initializers {
+        let vals = match (t.to_f64s(), t.to_i64s()) {
+            (Some(v), _) if v.len() <= 8 && t.dtype.is_float() => format!(" = {v:?}"),
+            (_, Some(v)) if v.len() <= 8 => format!(" = {v:?}"),
+            _ => String::new(),
+        };
+        let _ = writeln!(s, "const  {name}: {}{vals}", t.ty());
+    }
+    for n in g.nodes_in_order().unwrap_or_default() {
+        let attrs: Vec<String> = n.attrs.iter().map(|(k, a)| format!("{k}={}", attr(a))).collect();
+        let attrs = if attrs.is_empty() { String::new() } else { format!(" {{{}}}", attrs.join(", ")) };
+        let _ = writeln!(s, "{} = {}({}){attrs}", n.outputs.join(", "), n.op, n.inputs.join(", "));
+    }
+    for o in &g.outputs {
+        let _ = writeln!(s, "output {o}: {}", ty(o));
+    }
+    s
+}
+
+fn attr(a: &Attr) -> String {
+    match a {
+        Attr::Int(i) => i.to_string(),
+        Attr::Float(x) => x.to_string(),
+        Attr::String(b) => format!("\"{}\"", String::from_utf8_lossy(b)),
+        Attr::Ints(v) => format!("{v:?}"),
+        Attr::Floats(v) => format!("{v:?}"),
+        Attr::Tensor(t) => format!("tensor {}", t.ty()),
+        Attr::Strings(v) => format!("{} strings", v.len()),
+        Attr::Opaque(_) => "<graph or other>".into(),
+    }
+}
+
+fn outputs_preview(o: &Outcome) -> String {
+    let mut s = String::new();
+    for t in &o.outputs {
+        let vals = t.tensor.to_f64s().map(|v| {
+            let shown: Vec<String> = v.iter().take(8).map(|x| format!("{x}")).collect();
+            format!("[{}{}]", shown.join(", "), if v.len() > 8 { ", ..." } else { "" })
+        });
+        let _ = writeln!(s, "{} {}: {}", t.name, t.tensor.ty(), vals.unwrap_or_else(|| "(not numeric)".into()));
+    }
+    s
+}
+
+fn target_title(f: &Finding) -> String {
+    match f.target.as_str() {
+        "ort" => format!("ONNX Runtime {}", f.target_version),
+        "tract" => format!("tract {}", f.target_version),
+        other => format!("{other} {}", f.target_version),
+    }
+}
+
+fn ort_level(level: &str) -> &'static str {
+    match level {
+        "disable" => "ORT_DISABLE_ALL",
+        "basic" => "ORT_ENABLE_BASIC",
+        "extended" => "ORT_ENABLE_EXTENDED",
+        "layout" => "ORT_ENABLE_LAYOUT",
+        _ => "ORT_ENABLE_ALL",
+    }
+}
+
+/// report.md.
+pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> String {
+    let g = &m.case.model.graph;
+    let ops: Vec<String> = g.nodes_in_order().unwrap_or_default().iter().map(|n| n.op.name.clone()).collect();
+    let culprits = if t.culprits.is_empty() { "unknown".to_string() } else { t.culprits.join(" + ") };
+    let what = match f.symptom {
+        Symptom::Crash => "crashes",
+        Symptom::Hang => "hangs",
+        Symptom::Error => "fails",
+        Symptom::Inconsistency => "computes wrong results",
+    };
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# {}: {what} after {culprits} on a {}-node graph ({})\n",
+        target_title(f),
+        t.nodes,
+        ops.join(", ")
+    );
+    let _ = writeln!(s, "- **Symptom:** {}", f.symptom);
+    let _ = writeln!(s, "- **Culprit passes:** {culprits} (found by {} in {} runs)", t.method, t.dd_runs);
+    if let Some(note) = &t.dd_note {
+        let _ = writeln!(s, "  - note: {note}");
+    }
+    let _ = writeln!(s, "- **Compiler:** {} (CPU), configuration `{}`", target_title(f), t.config);
+    if f.target == "ort" {
+        let cfg = crate::target::Config::parse(&t.config).ok();
+        if let Some(c) = cfg {
+            let _ = writeln!(
+                s,
+                "  - i.e. `graph_optimization_level = {}`{}",
+                ort_level(c.level.name()),
+                if c.disabled.is_empty() {
+                    String::new()
+                } else {
+                    format!(", `optimization.disable_specified_optimizers = {}`", c.disabled.join(";"))
+                }
+            );
+        }
+    }
+    if let Some(d) = t.max_diff {
+        let _ = writeln!(s, "- **Max difference:** {d:e} (tolerance {tolerance:e}, Chebyshev, NaN/Inf-aware)");
+    }
+    let _ = writeln!(
+        s,
+        "- **Minimized:** {} nodes from {} ({} reduction checks{})",
+        t.nodes,
+        t.original_nodes,
+        t.reduction_checks,
+        if t.reduction_fixpoint { ", fixpoint" } else { ", stopped by a limit" }
+    );
+    if !t.confirmed {
+        let _ = writeln!(s, "- **Warning:** the symptom did not re-occur on the last check; the model is the original");
+    }
+    let _ = writeln!(s, "\n## Minimized graph\n\n```\n{}```\n", node_list(&m.case.model));
+    let _ = writeln!(s, "## Expected vs actual\n");
+    match (&m.reference, &m.shown) {
+        (Some(r), Some(o)) => {
+            let _ =
+                writeln!(s, "Expected (unoptimized reference, `{}`):\n\n```\n{}```\n", r.config, outputs_preview(r));
+            if o.status == Status::Ok {
+                let _ = writeln!(s, "Actual (`{}`):\n\n```\n{}```\n", o.config, outputs_preview(o));
+            } else {
+                let _ =
+                    writeln!(s, "Actual (`{}`): {}\n\n```\n{}\n```\n", o.config, o.status.kind(), o.status.message());
+            }
+        }
+        _ => {
+            let _ = writeln!(s, "Actual: {}\n", t.detail);
+        }
+    }
+    let _ = writeln!(s, "## What disabling the culprits changes\n");
+    match &m.without {
+        Some(w) => {
+            let state = match (&w.status, &m.reference) {
+                (Status::Ok, Some(r)) => match (crate::oracle::Oracle { tolerance }).inconsistency(r, w) {
+                    None => "runs and matches the reference".to_string(),
+                    Some(v) => format!("still differs: {}", v.detail),
+                },
+                (st, _) => format!("{}: {}", st.kind(), st.message()),
+            };
+            let _ = writeln!(s, "With `{}` the model {state}.\n", w.config);
+        }
+        None => {
+            let _ = writeln!(s, "No culprit pass set was found, so nothing was disabled.\n");
+        }
+    }
+    let _ = writeln!(s, "## How to reproduce\n");
+    if f.target == "ort" {
+        let _ = writeln!(
+            s,
+            "```\npip install onnx numpy onnxruntime=={}\npython repro.py   # exit 1 while the bug reproduces\n```\n",
+            f.target_version
+        );
+    }
+    let _ = writeln!(s, "With oatest: `oatest run model.onnx --target {} --inputs . --judge`\n", f.target);
+    let _ = writeln!(
+        s,
+        "Files: `model.onnx` (minimized), `original.onnx`, `input_K.pb` (inputs), `output_K.pb` (reference outputs).\n"
+    );
+    let _ = writeln!(s, "Found by oatest (optimization-aware fuzzing) from `{}`.", f.source);
+    s
+}
+
+/// repro.py: the template in python/ with this bug's parameters.
+pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> anyhow::Result<String> {
+    const TEMPLATE: &str = include_str!("../../python/repro_ort.py");
+    let config = crate::target::Config::parse(&t.config)?;
+    let case = serde_json::json!({
+        "symptom": f.symptom.name(),
+        "config": t.config,
+        "level": config.level.name(),
+        "disabled": config.disabled,
+        "culprits": t.culprits,
+        "threads": config.threads,
+        "tolerance": tolerance,
+        "n_inputs": m.case.feeds.len(),
+        "timeout_s": 60,
+        "expected_message": t.detail,
+    });
+    let text = serde_json::to_string_pretty(&case)?;
+    anyhow::ensure!(!text.contains("\"\"\""), "bug parameters cannot be embedded in a Python string");
+    Ok(TEMPLATE.replacen("__OATEST_CASE__", &text, 1))
+}
