@@ -5,6 +5,7 @@ pub mod finding;
 mod report;
 pub mod source;
 pub mod stats;
+mod triager;
 
 use crate::oracle::{Judgement, Oracle, Symptom};
 use crate::target::worker::{Worker, WorkerSpec};
@@ -49,6 +50,13 @@ pub struct Settings {
     /// The pattern library (synthesis mode).
     #[serde(default)]
     pub patterns: Option<PathBuf>,
+    /// Triage findings while the campaign runs (one extra worker).
+    #[serde(default = "yes")]
+    pub triage: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Synthesis from patterns, or the seed-only baseline.
@@ -161,6 +169,29 @@ pub fn run(
         .collect();
     drop(done_tx);
 
+    // triage in the background: findings left from an interrupted run first
+    let mut triager = (settings.triage && kinds.len() == 1).then(|| {
+        let mut spec = WorkerSpec::new(kinds[0].clone()).expect("the lanes started this kind");
+        spec.ort_lib = settings.ort_lib.clone();
+        spec.timeout = Duration::from_millis(settings.timeout_ms);
+        spec.mem_limit_mb = Some(settings.mem_mb);
+        let limits = crate::triage::reduce::Limits { max_checks: 1000, time: Duration::from_secs(60) };
+        triager::Triager::start(spec, settings.out.join("bugs"), oracle.clone(), limits, stop.clone())
+    });
+    if let Some(t) = &triager {
+        let mut seen = std::collections::HashSet::new();
+        for dir in crate::triage::finding_dirs(&settings.out, true)? {
+            let sig = std::fs::read_to_string(dir.join("meta.json"))
+                .ok()
+                .and_then(|m| serde_json::from_str::<serde_json::Value>(&m).ok())
+                .and_then(|m| m["signature"].as_str().map(str::to_string))
+                .unwrap_or_default();
+            let first = seen.insert(sig);
+            t.submit(dir, first);
+        }
+    }
+    let mut examples = finding::Examples::open(&settings.out);
+
     let start = Instant::now();
     let elapsed = || prior_elapsed + start.elapsed().as_secs_f64();
     let exhausted = |id: u64, el: f64| match settings.budget {
@@ -207,8 +238,14 @@ pub fn run(
         while let Some(d) = pending.remove(&next_id) {
             let clean = d.judgement.valid && d.judgement.verdicts.is_empty() && !d.outcomes.is_empty();
             source.feedback(&d.test, clean);
-            process(&settings, &target_name, &target_version, &mut stats, d, &mut progress)?;
+            if clean {
+                examples.offer(&d.test, &d.outcomes)?;
+            }
+            process(&settings, &target_name, &target_version, &mut stats, d, &mut progress, triager.as_ref())?;
             next_id += 1;
+        }
+        if let Some(t) = &triager {
+            triaged(t, &mut stats, &mut progress);
         }
         let el = elapsed();
         if last_sample.elapsed() >= Duration::from_secs(1) {
@@ -226,6 +263,17 @@ pub fn run(
     drop(job_tx);
     for t in threads {
         let _ = t.join();
+    }
+    if let Some(mut t) = triager.take() {
+        progress.note("finishing triage of the first finding of each signature");
+        let left = t.finish();
+        triaged(&t, &mut stats, &mut progress);
+        if left > 0 {
+            progress.note(&format!(
+                "{left} findings are not triaged yet: oatest triage {} does the rest",
+                settings.out.display()
+            ));
+        }
     }
     let el = elapsed();
     stats.refresh(el);
@@ -256,6 +304,31 @@ fn save(settings: &Settings, next_id: u64, stats: &Stats) -> anyhow::Result<()> 
     crate::util::write_atomic(&settings.out.join("stats.json"), serde_json::to_string_pretty(stats)?.as_bytes())
 }
 
+/// Counts what the triage thread filed since the last call.
+fn triaged(t: &triager::Triager, stats: &mut Stats, progress: &mut report::Progress) {
+    while let Ok(r) = t.results.try_recv() {
+        match r {
+            triager::Report::Filed(f) => {
+                stats.findings_triaged += 1;
+                if f.new_bug {
+                    stats.bugs += 1;
+                    let tr = &f.triage;
+                    progress.note(&format!(
+                        "bug {}: {} by {}, minimized {} -> {} nodes ({})",
+                        f.signature,
+                        tr.detail.chars().take(80).collect::<String>(),
+                        if tr.culprits.is_empty() { "unknown passes".into() } else { tr.culprits.join("+") },
+                        tr.original_nodes,
+                        tr.nodes,
+                        f.bug_dir
+                    ));
+                }
+            }
+            triager::Report::Failed(dir, e) => progress.note(&format!("triage of {} failed: {e}", dir.display())),
+        }
+    }
+}
+
 fn process(
     settings: &Settings,
     target: &str,
@@ -263,6 +336,7 @@ fn process(
     stats: &mut Stats,
     d: Done,
     progress: &mut report::Progress,
+    triager: Option<&triager::Triager>,
 ) -> anyhow::Result<()> {
     if d.outcomes.is_empty() {
         return Ok(());
@@ -275,6 +349,9 @@ fn process(
         let new = !stats.signatures.contains_key(&sig);
         stats.record_finding(v.symptom, &sig);
         let dir = finding::write(&settings.out, target, version, settings.seed, &d.test, &d.outcomes, &d.judgement)?;
+        if let Some(t) = triager {
+            t.submit(dir.clone(), new);
+        }
         if new {
             let detail: String = v.detail.chars().take(120).collect();
             progress.note(&format!("new {} under {}: {} ({})", v.symptom, v.config, detail, dir.display()));

@@ -50,6 +50,12 @@ pub struct Stats {
     pub trigger_by_pass: BTreeMap<String, [u64; 2]>,
     /// signature -> number of raw findings with it.
     pub signatures: BTreeMap<String, u64>,
+    /// Findings triaged during the campaign (culprits, reduction).
+    #[serde(default)]
+    pub findings_triaged: u64,
+    /// Distinct bugs among them: signatures from target, symptom, culprit passes and normalized message.
+    #[serde(default)]
+    pub bugs: u64,
     /// (elapsed_sec, tests_executed) samples, for the throughput plot.
     pub timeline: Vec<(f64, u64)>,
 }

@@ -60,6 +60,7 @@ fn campaign(a: BenchArgs) -> anyhow::Result<()> {
         configs: Vec::new(),
         mode: campaign::Mode::Random,
         patterns: None,
+        triage: false, // the benchmark measures the campaign loop itself
     };
     let src = || SeedgenSource { seed: a.seed, cfg: SeedConfig::default() };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -61,6 +61,9 @@ pub struct FuzzArgs {
     /// ONNX Runtime library (default: ORT_DYLIB_PATH, then the onnxruntime wheel in .venv).
     #[arg(long)]
     pub ort_lib: Option<PathBuf>,
+    /// Do not triage findings while the campaign runs (`oatest triage RUN_DIR` does it afterwards).
+    #[arg(long)]
+    pub no_triage: bool,
 }
 
 impl FuzzArgs {
@@ -74,10 +77,6 @@ impl FuzzArgs {
     }
 
     fn settings(&self) -> anyhow::Result<Settings> {
-        anyhow::ensure!(
-            self.patterns.is_none(),
-            "--patterns: pattern synthesis is not implemented yet; tests come from the seed generator and --seeds"
-        );
         anyhow::ensure!(
             self.tolerance >= 0.0 && self.tolerance.is_finite(),
             "--tolerance must be a finite number >= 0"
@@ -123,6 +122,7 @@ impl FuzzArgs {
             configs: self.configs.iter().map(|c| Config::parse(c)).collect::<anyhow::Result<_>>()?,
             mode,
             patterns,
+            triage: !self.no_triage,
         })
     }
 }
@@ -230,8 +230,11 @@ fn print_summary(s: &campaign::Summary) {
     for (k, v) in &st.by_symptom {
         println!("    {k:<15} {v}");
     }
+    println!("  triaged           {} findings: {} distinct bugs", st.findings_triaged, st.bugs);
     println!("  results           {}", s.out.display());
     println!("    stats.json, throughput.svg, passes.svg, findings/<test>-<symptom>/ (model.onnx, input_*.pb, outcome.json, meta.json)");
+    println!("    bugs/<signature>/ (report.md, repro.py, model.onnx minimized, original.onnx), examples/<pass>/");
+    println!("    regression suite: oatest export {} --out DIR", s.out.display());
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! A test-only target that misbehaves on request: a model's metadata `oatest.fault` = `segfault`, `abort`,
 //! `hang`, `oom` or `exit` makes the worker do exactly that; `wrong` shifts the optimized outputs by 1 (an
 //! inconsistency), `noisy` adds run-to-run noise in every configuration (nondeterminism); otherwise it echoes
-//! its inputs as outputs.
+//! its inputs as outputs. With `oatest.fault.needs` = `FuseA;FuseB` the fault is an optimizer bug with known
+//! culprits: every optimized run "fires" one pass `Fuse<Op>` per op type in the graph (unless disabled), and
+//! the fault happens only when every needed pass fired.
 
 use super::{Config, NamedTensor, Outcome, Status, Target};
 use crate::graph::onnx::decode_model;
@@ -23,7 +25,19 @@ impl Target for FaultTarget {
             Ok(m) => m,
             Err(e) => return Outcome::failed(config, Status::Error { message: e.to_string() }, 0.0),
         };
-        let fault = m.metadata.iter().find(|(k, _)| k == "oatest.fault").map(|(_, v)| v.as_str());
+        let meta = |key: &str| m.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+        let needs: Option<Vec<&str>> = meta("oatest.fault.needs").map(|n| n.split(';').filter(|p| !p.is_empty()).collect());
+        let passes_fired: Vec<String> = match (&needs, config.level) {
+            (_, super::Level::Disable) => Vec::new(),
+            (None, _) => vec!["FaultPass".to_string()],
+            (Some(_), _) => {
+                let ops: std::collections::BTreeSet<String> =
+                    m.graph.node_ids().map(|id| format!("Fuse{}", m.graph.node(id).op.name)).collect();
+                ops.into_iter().filter(|p| !config.disabled.contains(p)).collect()
+            }
+        };
+        let triggered = needs.as_ref().is_none_or(|n| n.iter().all(|p| passes_fired.iter().any(|f| f == p)));
+        let fault = meta("oatest.fault").filter(|_| triggered);
         // only optimized configurations misbehave, as an optimizer bug would
         if config.level != super::Level::Disable {
             match fault {
@@ -65,15 +79,13 @@ impl Target for FaultTarget {
                 _ => t.clone(),
             })
             .collect();
-        let passes_fired =
-            if config.level == super::Level::Disable { Vec::new() } else { vec!["FaultPass".to_string()] };
         Outcome {
             target: "fault".into(),
             config: config.clone(),
             status: Status::Ok,
             outputs,
+            passes_ran: passes_fired.clone(),
             passes_fired,
-            passes_ran: Vec::new(),
             time_ms: 0.0,
         }
     }

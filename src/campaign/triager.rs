@@ -1,0 +1,124 @@
+//! Triage during a campaign: one background thread with its own worker takes finding directories as they are
+//! filed and triages them (culprits, reduction, bugs/<signature>/). The first finding of each coarse signature
+//! goes first; at the end of the campaign those are finished and the rest are left for `oatest triage`.
+
+use crate::oracle::Oracle;
+use crate::target::worker::{Worker, WorkerSpec};
+use crate::triage::reduce::Limits;
+use crate::triage::Filed;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+enum Msg {
+    /// A finding directory; `first` when it is the first with its coarse signature.
+    Finding(PathBuf, bool),
+    /// The campaign ended: finish the first-of-signature findings, then stop.
+    Finish,
+}
+
+/// What the thread reports back.
+pub enum Report {
+    Filed(Filed),
+    Failed(PathBuf, String),
+}
+
+pub struct Triager {
+    tx: Sender<Msg>,
+    pub results: Receiver<Report>,
+    thread: Option<JoinHandle<usize>>,
+}
+
+impl Triager {
+    /// Starts the thread and its worker; `bugs` is the run's bugs directory.
+    pub fn start(spec: WorkerSpec, bugs: PathBuf, oracle: Oracle, limits: Limits, stop: Arc<AtomicBool>) -> Triager {
+        let (tx, rx) = channel::<Msg>();
+        let (rtx, results) = channel::<Report>();
+        let thread = std::thread::spawn(move || serve(spec, bugs, oracle, limits, rx, rtx, stop));
+        Triager { tx, results, thread: Some(thread) }
+    }
+
+    pub fn submit(&self, dir: PathBuf, first: bool) {
+        let _ = self.tx.send(Msg::Finding(dir, first));
+    }
+
+    /// Asks the thread to finish the first-of-signature findings and waits for it; returns how many findings
+    /// were left untriaged.
+    pub fn finish(&mut self) -> usize {
+        let _ = self.tx.send(Msg::Finish);
+        self.thread.take().map(|t| t.join().unwrap_or(0)).unwrap_or(0)
+    }
+}
+
+fn serve(
+    spec: WorkerSpec,
+    bugs: PathBuf,
+    oracle: Oracle,
+    limits: Limits,
+    rx: Receiver<Msg>,
+    tx: Sender<Report>,
+    stop: Arc<AtomicBool>,
+) -> usize {
+    let mut worker: Option<Worker> = None;
+    // (not first, arrival order, dir): firsts before duplicates, each in filing order
+    let mut queue: BinaryHeap<Reverse<(bool, u64, PathBuf)>> = BinaryHeap::new();
+    let (mut arrivals, mut finishing) = (0u64, false);
+    loop {
+        loop {
+            let msg = if queue.is_empty() && !finishing {
+                match rx.recv() {
+                    Ok(m) => m,
+                    Err(_) => return 0,
+                }
+            } else {
+                match rx.try_recv() {
+                    Ok(m) => m,
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        finishing = true;
+                        break;
+                    }
+                }
+            };
+            match msg {
+                Msg::Finding(dir, first) => {
+                    queue.push(Reverse((!first, arrivals, dir)));
+                    arrivals += 1;
+                }
+                Msg::Finish => finishing = true,
+            }
+        }
+        let next = queue.peek().map(|Reverse((dup, _, _))| *dup);
+        match next {
+            None if finishing => return 0,
+            None => continue,
+            // at the end only first-of-signature findings are still worth the wait
+            Some(true) if finishing || stop.load(Ordering::Relaxed) => return queue.len(),
+            _ if stop.load(Ordering::Relaxed) => return queue.len(),
+            _ => {}
+        }
+        let Some(Reverse((_, _, dir))) = queue.pop() else { continue };
+        if worker.is_none() {
+            match Worker::start(spec.clone()) {
+                Ok(w) => worker = Some(w),
+                Err(e) => {
+                    let _ = tx.send(Report::Failed(dir, format!("cannot start a triage worker: {e:#}")));
+                    return queue.len();
+                }
+            }
+        }
+        let w = worker.as_mut().expect("started");
+        let report = match crate::triage::triage_dir(&dir, &bugs, w, oracle.clone(), limits) {
+            Ok(Some(f)) => Report::Filed(f),
+            Ok(None) => continue,
+            Err(e) => Report::Failed(dir, format!("{e:#}")),
+        };
+        if tx.send(report).is_err() {
+            return queue.len();
+        }
+    }
+}
