@@ -36,6 +36,15 @@ impl Target for FaultTarget {
                 ops.into_iter().filter(|p| !config.disabled.contains(p)).collect()
             }
         };
+        // like ORT's transformers, every pass runs whatever the graph: one per op the catalog knows
+        let passes_ran: Vec<String> = if config.level == super::Level::Disable {
+            Vec::new()
+        } else {
+            std::iter::once("FaultPass".to_string())
+                .chain(crate::ops::registry().iter().map(|s| format!("Fuse{}", s.name())))
+                .filter(|p| !config.disabled.contains(p))
+                .collect()
+        };
         let triggered = needs.as_ref().is_none_or(|n| n.iter().all(|p| passes_fired.iter().any(|f| f == p)));
         let fault = meta("oatest.fault").filter(|_| triggered);
         // only optimized configurations misbehave, as an optimizer bug would
@@ -84,7 +93,7 @@ impl Target for FaultTarget {
             config: config.clone(),
             status: Status::Ok,
             outputs,
-            passes_ran: passes_fired.clone(),
+            passes_ran,
             passes_fired,
             time_ms: 0.0,
         }

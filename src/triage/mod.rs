@@ -433,3 +433,47 @@ pub fn finding_dirs(run: &Path, pending_only: bool) -> anyhow::Result<Vec<std::p
     dirs.sort();
     Ok(dirs)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{Graph, Model};
+
+    fn finding(symptom: Symptom) -> Finding {
+        Finding {
+            target: "ort".into(),
+            target_version: "1".into(),
+            symptom,
+            config: Config::parse("all").unwrap(),
+            reference: Config::parse("disable").unwrap(),
+            fired: vec![],
+            message: String::new(),
+            case: Case { model: Model::new(Graph::new("g")), feeds: vec![] },
+            source: String::new(),
+        }
+    }
+
+    fn found(passes: &[&str]) -> Culprits {
+        Culprits { passes: passes.iter().map(|s| s.to_string()).collect(), method: "bisect", runs: 3, note: None }
+    }
+
+    #[test]
+    fn signatures_depend_on_culprits_not_on_their_order_or_the_context() {
+        let f = finding(Symptom::Inconsistency);
+        let a = signature(&f, &found(&["B", "A"]), "output 'x'[3]: expected 1, got 2");
+        assert_eq!(a, signature(&f, &found(&["A", "B"]), "output 'y'[0]: expected 7, got 9"));
+        assert_ne!(a, signature(&f, &found(&["A"]), "output 'x'[3]: expected 1, got 2"));
+        assert_ne!(a, signature(&finding(Symptom::Crash), &found(&["A", "B"]), ""));
+        let e = finding(Symptom::Error);
+        assert_eq!(
+            signature(&e, &found(&["A"]), "Node (n_12) Op (QuantizeLinear) type 3 mismatch"),
+            signature(&e, &found(&["A"]), "Node (q_7) Op (QuantizeLinear) type 9 mismatch")
+        );
+        assert_ne!(
+            signature(&e, &found(&["A"]), "Op (QuantizeLinear) failed"),
+            signature(&e, &found(&["A"]), "Op (Reshape) failed")
+        );
+        // without culprits the configuration stands in for them
+        assert_ne!(signature(&f, &found(&[]), ""), signature(&f, &found(&["A"]), ""));
+    }
+}

@@ -1,0 +1,140 @@
+//! Triage end to end on models whose bug is known: the fault target's `oatest.fault.needs` makes a bug that
+//! appears only when named passes (one `Fuse<Op>` per op type in the graph) fire. Delta debugging must name
+//! exactly those passes, reduction must keep them and drop everything else (interior nodes included), and
+//! findings that differ only in their context must be one bug.
+
+mod common;
+use common::{json, oatest};
+use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, TensorType};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// x -> ops[0] -> ops[1] -> ... -> y (f32 [4, 6]), with the fault and the passes it needs in the metadata.
+fn chain(ops: &[&str], fault: &str, needs: &str) -> Vec<u8> {
+    let ty = TensorType::new(DType::F32, &[4, 6]);
+    let mut g = Graph::new("chain");
+    g.add_input("x", ty.clone());
+    let mut prev = "x".to_string();
+    for (i, op) in ops.iter().enumerate() {
+        let out = format!("v{i}");
+        g.add_node(Node::new(format!("n{i}"), OpId::onnx(op), vec![prev.clone()], vec![out.clone()])).unwrap();
+        prev = out;
+    }
+    g.add_output(&prev, ty);
+    let mut m = Model::new(g);
+    m.metadata.push(("oatest.fault".into(), fault.into()));
+    m.metadata.push(("oatest.fault.needs".into(), needs.into()));
+    onnx::encode_model(&m)
+}
+
+fn ops_in(path: &Path) -> Vec<String> {
+    let m = onnx::load(path).unwrap();
+    m.graph.nodes_in_order().unwrap().iter().map(|n| n.op.name.clone()).collect()
+}
+
+fn set(v: &serde_json::Value) -> BTreeSet<String> {
+    v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn reduce_names_exactly_the_culprits_within_the_bound_and_removes_interior_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.onnx");
+    let ops = ["Relu", "Sigmoid", "Neg", "Abs", "Exp", "Tanh"];
+    std::fs::write(&model, chain(&ops, "wrong", "FuseSigmoid;FuseExp")).unwrap();
+    let out = dir.path().join("bug");
+    let o = oatest(&["reduce", model.to_str().unwrap(), "--target", "fault", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bug = json(&out.join("bug.json"));
+    let t = &bug["triage"];
+    assert_eq!(bug["symptom"], "inconsistency");
+    assert_eq!(set(&t["culprits"]), BTreeSet::from(["FuseExp".to_string(), "FuseSigmoid".to_string()]));
+    // k = 2 culprits among n = 6 fired passes
+    let bound = 2.0 * 2.0 * (6f64).log2() + 2.0;
+    assert!(t["dd_runs"].as_f64().unwrap() <= bound, "{} runs > {bound}", t["dd_runs"]);
+    assert_eq!(t["confirmed"], true);
+    let kept: BTreeSet<String> = ops_in(&out.join("model.onnx")).into_iter().collect();
+    assert_eq!(kept, BTreeSet::from(["Sigmoid".to_string(), "Exp".to_string()]), "Neg and Abs sat between them");
+    assert_eq!(ops_in(&out.join("original.onnx")).len(), ops.len());
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("FuseSigmoid") && report.contains("Expected vs actual"), "{report}");
+    assert!(out.join("input_0.pb").exists() && out.join("output_0.pb").exists());
+}
+
+#[test]
+fn a_crash_keeps_its_culprit_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.onnx");
+    std::fs::write(&model, chain(&["Relu", "Neg", "Abs", "Sigmoid"], "segfault", "FuseNeg")).unwrap();
+    let out = dir.path().join("bug");
+    let o = oatest(&["reduce", model.to_str().unwrap(), "--target", "fault", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bug = json(&out.join("bug.json"));
+    assert_eq!(bug["symptom"], "crash");
+    assert_eq!(set(&bug["triage"]["culprits"]), BTreeSet::from(["FuseNeg".to_string()]));
+    assert_eq!(ops_in(&out.join("model.onnx")), ["Neg"]);
+}
+
+#[test]
+fn a_model_without_a_finding_is_refused_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.onnx");
+    std::fs::write(&model, chain(&["Relu", "Neg"], "wrong", "FuseTanh")).unwrap();
+    let o = oatest(&["reduce", model.to_str().unwrap(), "--target", "fault"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no finding to reduce"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn findings_that_differ_only_in_context_are_one_bug_and_export_as_a_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let (seeds, out) = (dir.path().join("seeds"), dir.path().join("run"));
+    std::fs::create_dir_all(&seeds).unwrap();
+    // the same bug (Sigmoid and Exp both optimized) in three different contexts
+    let contexts: [&[&str]; 3] =
+        [&["Relu", "Sigmoid", "Neg", "Exp"], &["Abs", "Tanh", "Sigmoid", "Exp", "Neg", "Relu"], &["Exp", "Sigmoid"]];
+    for (i, ops) in contexts.iter().enumerate() {
+        std::fs::write(seeds.join(format!("ctx{i}.onnx")), chain(ops, "wrong", "FuseSigmoid;FuseExp")).unwrap();
+    }
+    let o = oatest(&[
+        "fuzz",
+        "--target",
+        "fault",
+        "--mode",
+        "random",
+        "--tests",
+        "12",
+        "--jobs",
+        "1",
+        "--seeds",
+        seeds.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // what the campaign left untriaged, triage finishes
+    let t = oatest(&["triage", out.to_str().unwrap()]);
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    let bugs: Vec<_> = std::fs::read_dir(out.join("bugs")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(bugs.len(), 1, "one bug: {bugs:?}");
+    let bug = json(&bugs[0].join("bug.json"));
+    let findings = std::fs::read_dir(out.join("findings")).unwrap().count();
+    assert!(findings >= 3);
+    assert_eq!(bug["findings"].as_array().unwrap().len(), findings, "every finding is counted under the bug");
+    assert_eq!(bug["triage"]["nodes"], 2, "the representative is the smallest");
+
+    // export: the bug plus passing tests, in the backend-test layout
+    let exp = dir.path().join("suite");
+    let e = oatest(&["export", out.to_str().unwrap(), "--out", exp.to_str().unwrap()]);
+    assert!(e.status.success(), "{}", String::from_utf8_lossy(&e.stderr));
+    let cases = json(&exp.join("cases.json"));
+    let cases = cases["cases"].as_object().unwrap();
+    assert!(cases.values().any(|c| c["kind"] == "bug"));
+    assert!(cases.values().any(|c| c["kind"] == "passing"), "generated seeds pass and fire FaultPass");
+    for name in cases.keys() {
+        for f in ["model.onnx", "test_data_set_0/input_0.pb", "test_data_set_0/output_0.pb"] {
+            assert!(exp.join(name).join(f).exists(), "{name} lacks {f}");
+        }
+    }
+    assert!(exp.join("test_oatest_regression.py").exists());
+}
