@@ -10,7 +10,28 @@ fn main() {
         })
         .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=OATEST_TRACT_VERSION={tract}");
+    python_rpath();
     println!("cargo:rerun-if-changed=proto/onnx-ml.proto");
     let fds = protox::compile(["onnx-ml.proto"], ["proto"]).expect("proto/onnx-ml.proto must compile");
     prost_build::Config::new().compile_fds(fds).expect("prost-build must generate the ONNX types");
+}
+
+/// With the `tvm` feature the binary embeds libpython (pyo3). pyenv-style installs keep libpython in their own
+/// `LIBDIR`, which is not on the loader path: record it as an rpath so the interpreter pyo3 was built for
+/// (the one that made .venv) is the one loaded, not another Python of the same minor version.
+fn python_rpath() {
+    println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
+    if std::env::var_os("CARGO_FEATURE_TVM").is_none() {
+        return;
+    }
+    let python = std::env::var("PYO3_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = std::process::Command::new(&python)
+        .args(["-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR') or '')"])
+        .output();
+    if let Ok(o) = out {
+        let dir = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        if !dir.is_empty() && std::path::Path::new(&dir).is_dir() {
+            println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
+        }
+    }
 }

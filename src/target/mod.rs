@@ -8,6 +8,8 @@ pub mod ort;
 pub mod rules;
 #[cfg(feature = "tract")]
 pub mod tract;
+#[cfg(feature = "tvm")]
+pub mod tvm;
 pub mod worker;
 
 use crate::graph::Tensor;
@@ -238,6 +240,8 @@ pub trait Target {
 pub enum TargetKind {
     Ort,
     Tract,
+    /// TVM Relax through the embedded Python interpreter.
+    Tvm,
     /// Test-only: misbehaves as a model's `oatest.fault` metadata says (crash, abort, hang, oom).
     Fault,
 }
@@ -247,8 +251,9 @@ impl TargetKind {
         Ok(match s {
             "ort" | "onnxruntime" => TargetKind::Ort,
             "tract" => TargetKind::Tract,
+            "tvm" => TargetKind::Tvm,
             "fault" => TargetKind::Fault,
-            other => anyhow::bail!("unknown target '{other}' (ort, tract)"),
+            other => anyhow::bail!("unknown target '{other}' (ort, tract, tvm)"),
         })
     }
 
@@ -256,6 +261,7 @@ impl TargetKind {
         match self {
             TargetKind::Ort => "ort",
             TargetKind::Tract => "tract",
+            TargetKind::Tvm => "tvm",
             TargetKind::Fault => "fault",
         }
     }
@@ -275,6 +281,10 @@ pub fn open(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Res
         TargetKind::Tract => Ok(Box::new(tract::TractTarget::new())),
         #[cfg(not(feature = "tract"))]
         TargetKind::Tract => anyhow::bail!("this oatest was built without the `tract` feature"),
+        #[cfg(feature = "tvm")]
+        TargetKind::Tvm => Ok(Box::new(tvm::TvmTarget::new()?)),
+        #[cfg(not(feature = "tvm"))]
+        TargetKind::Tvm => anyhow::bail!("this oatest was built without the `tvm` feature"),
         TargetKind::Fault => Ok(Box::new(fault::FaultTarget)),
     }
 }
