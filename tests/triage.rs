@@ -82,7 +82,11 @@ fn a_model_without_a_finding_is_refused_with_a_reason() {
     std::fs::write(&model, chain(&["Relu", "Neg"], "wrong", "FuseTanh")).unwrap();
     let o = oatest(&["reduce", model.to_str().unwrap(), "--target", "fault"]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no finding to reduce"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no finding to reduce"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]

@@ -26,7 +26,8 @@ impl Target for FaultTarget {
             Err(e) => return Outcome::failed(config, Status::Error { message: e.to_string() }, 0.0),
         };
         let meta = |key: &str| m.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
-        let needs: Option<Vec<&str>> = meta("oatest.fault.needs").map(|n| n.split(';').filter(|p| !p.is_empty()).collect());
+        let needs: Option<Vec<&str>> =
+            meta("oatest.fault.needs").map(|n| n.split(';').filter(|p| !p.is_empty()).collect());
         let passes_fired: Vec<String> = match (&needs, config.level) {
             (_, super::Level::Disable) => Vec::new(),
             (None, _) => vec!["FaultPass".to_string()],

@@ -113,7 +113,9 @@ impl Target for TvmTarget {
                 passes_ran,
                 time_ms,
             },
-            Err(e) => Outcome::failed(config, Status::Error { message: format!("the TVM runner failed: {e}") }, time_ms),
+            Err(e) => {
+                Outcome::failed(config, Status::Error { message: format!("the TVM runner failed: {e}") }, time_ms)
+            }
         }
     }
 }

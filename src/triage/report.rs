@@ -73,7 +73,7 @@ pub fn write(
         inputs::write(dir, "output", &r.outputs)?;
     }
     write_atomic(&dir.join("report.md"), markdown(f, t, m, tolerance).as_bytes())?;
-    if f.target == "ort" {
+    if f.target == "ort" || f.target == "tvm" {
         write_atomic(&dir.join("repro.py"), repro_py(f, t, m, tolerance)?.as_bytes())?;
     }
     let rec = BugRecord {
@@ -245,10 +245,15 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
         }
     }
     let _ = writeln!(s, "## How to reproduce\n");
-    if f.target == "ort" {
+    let package = match f.target.as_str() {
+        "ort" => Some("onnxruntime"),
+        "tvm" => Some("apache-tvm"),
+        _ => None,
+    };
+    if let Some(p) = package {
         let _ = writeln!(
             s,
-            "```\npip install onnx numpy onnxruntime=={}\npython repro.py   # exit 1 while the bug reproduces\n```\n",
+            "```\npip install onnx numpy {p}=={}\npython repro.py   # exit 1 while the bug reproduces\n```\n",
             f.target_version
         );
     }
@@ -261,11 +266,13 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
     s
 }
 
-/// repro.py: the template in python/ with this bug's parameters.
+/// repro.py: the template in python/ with this bug's parameters (for TVM after oatest's Relax runner).
 pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> anyhow::Result<String> {
-    const TEMPLATE: &str = include_str!("../../python/repro_ort.py");
+    const TEMPLATE: &str = include_str!("../../python/repro.py");
+    const TVM_RUNNER: &str = include_str!("../../python/oatest_tvm.py");
     let config = crate::target::Config::parse(&t.config)?;
     let case = serde_json::json!({
+        "target": f.target,
         "symptom": f.symptom.name(),
         "config": t.config,
         "level": config.level.name(),
@@ -279,5 +286,11 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> anyh
     });
     let text = serde_json::to_string_pretty(&case)?;
     anyhow::ensure!(!text.contains("\"\"\""), "bug parameters cannot be embedded in a Python string");
-    Ok(TEMPLATE.replacen("__OATEST_CASE__", &text, 1))
+    let script = TEMPLATE.replacen("__OATEST_CASE__", &text, 1);
+    if f.target == "tvm" {
+        // the runner first (it defines `run` and the pipeline), then the reproducer
+        let body = script.strip_prefix("#!/usr/bin/env python3\n").unwrap_or(&script);
+        return Ok(format!("#!/usr/bin/env python3\n# --- oatest's Relax runner (python/oatest_tvm.py) ---\n{TVM_RUNNER}\n# --- the reproducer ---\n{body}"));
+    }
+    Ok(script)
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Standalone reproducer of an ONNX Runtime optimizer bug found by oatest (template: oatest fills in CASE).
+"""Standalone reproducer of a compiler optimizer bug found by oatest (template: oatest fills in CASE; for TVM
+it prepends its Relax runner, python/oatest_tvm.py, which defines `run`).
 
-Needs only onnx, numpy and onnxruntime. Runs model.onnx on input_K.pb (beside this file) once unoptimized
-(the reference) and once under the configuration that shows the bug, each in a child process so that a crash
-or hang is observed rather than suffered.
+Needs only onnx, numpy and the compiler's Python package (onnxruntime, or apache-tvm). Runs model.onnx on
+input_K.pb (beside this file) once unoptimized (the reference) and once under the configuration that shows the
+bug, each in a child process so that a crash or hang is observed rather than suffered.
 
 Exit status: 1 while the bug reproduces (same symptom), 0 when it does not (fixed), 3 when something else
 went wrong (a different symptom), 2 when this script cannot run.
@@ -16,7 +17,7 @@ import tempfile
 
 CASE = json.loads(r"""__OATEST_CASE__""")
 HERE = os.path.dirname(os.path.abspath(__file__))
-LEVELS = {
+ORT_LEVELS = {
     "disable": "ORT_DISABLE_ALL",
     "basic": "ORT_ENABLE_BASIC",
     "extended": "ORT_ENABLE_EXTENDED",
@@ -38,13 +39,39 @@ def load_inputs():
     return feeds
 
 
+def run_tvm(level, disabled):
+    import numpy as np
+    from onnx import helper
+
+    with open(os.path.join(HERE, "model.onnx"), "rb") as f:
+        model = f.read()
+    wire = []
+    for name, a in load_inputs().items():
+        a = np.ascontiguousarray(a)
+        wire.append((name, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape), a.tobytes()))
+    r = run(model, wire, level, disabled)  # noqa: F821 - defined by the prepended TVM runner
+    if r["status"] != "ok":
+        raise RuntimeError(r["message"])
+    return [np.frombuffer(b, dtype=helper.tensor_dtype_to_np_dtype(c)).reshape(d) for _, c, d, b in r["outputs"]]
+
+
 def child(level, disabled, out_path):
     """Runs the model once and saves its outputs (or the error message)."""
     import numpy as np
+
+    if CASE.get("target") == "tvm":
+        try:
+            outs = run_tvm(level, disabled)
+        except Exception as e:  # noqa: BLE001 - the message is the finding
+            with open(out_path + ".err", "w") as f:
+                f.write(str(e))
+            sys.exit(4)
+        np.savez(out_path, *outs)
+        sys.exit(0)
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, LEVELS[level])
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, ORT_LEVELS[level])
     so.intra_op_num_threads = CASE.get("threads", 1)
     so.inter_op_num_threads = 1
     if disabled:
@@ -60,7 +87,7 @@ def child(level, disabled, out_path):
     sys.exit(0)
 
 
-def run(level, disabled):
+def run_child(level, disabled):
     """('ok', outputs) | ('error', message) | ('crash', description) | ('hang', seconds)."""
     import numpy as np
 
@@ -118,25 +145,29 @@ def main():
     try:
         import numpy  # noqa: F401
         import onnx  # noqa: F401
-        import onnxruntime as ort
+
+        if CASE.get("target") == "tvm":
+            import tvm as compiler
+        else:
+            import onnxruntime as compiler
     except ImportError as e:
-        print(f"cannot run: {e} (pip install onnx numpy onnxruntime)")
+        print(f"cannot run: {e} (pip install onnx numpy {'apache-tvm' if CASE.get('target') == 'tvm' else 'onnxruntime'})")
         return 2
-    print(f"onnxruntime {ort.__version__}; expecting {CASE['symptom']} under {CASE['config']}")
-    ref_kind, ref = run("disable", [])
-    print("reference (ORT_DISABLE_ALL):", show(ref_kind, ref))
+    print(f"{compiler.__name__} {compiler.__version__}; expecting {CASE['symptom']} under {CASE['config']}")
+    ref_kind, ref = run_child("disable", [])
+    print("reference (unoptimized):", show(ref_kind, ref))
     if ref_kind != "ok":
         print("the unoptimized reference does not run: cannot judge")
         return 3
-    kind, got = run(CASE["level"], CASE["disabled"])
-    print(f"optimized ({LEVELS[CASE['level']]}, disabled: {';'.join(CASE['disabled']) or '-'}):", show(kind, got))
+    kind, got = run_child(CASE["level"], CASE["disabled"])
+    print(f"optimized ({CASE['level']}, disabled: {';'.join(CASE['disabled']) or '-'}):", show(kind, got))
     symptom = kind
     if kind == "ok":
         d = max_diff(ref, got)
         print(f"max |diff| = {d:g} (tolerance {CASE['tolerance']:g})")
         symptom = "inconsistency" if d > CASE["tolerance"] else "clean"
     if CASE["culprits"]:
-        wk, wg = run(CASE["level"], CASE["disabled"] + CASE["culprits"])
+        wk, wg = run_child(CASE["level"], CASE["disabled"] + CASE["culprits"])
         extra = ""
         if wk == "ok":
             extra = f", max |diff| = {max_diff(ref, wg):g}"

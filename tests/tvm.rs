@@ -1,0 +1,108 @@
+//! The tvm target end to end (needs apache-tvm in .venv: scripts/setup.sh installs it; without it these tests
+//! fail with that message). Misbehaviour is injected only under OATEST_TVM_TEST_FAULTS=1, from the model's
+//! metadata (`oatest.fault` = segfault | wrong, `oatest.fault.needs` = the Relax passes that must fire).
+
+mod common;
+use common::json;
+use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, TensorType};
+use std::collections::BTreeSet;
+use std::process::{Command, Output};
+
+fn chain(ops: &[&str], fault: Option<(&str, &str)>) -> Vec<u8> {
+    let ty = TensorType::new(DType::F32, &[2, 3]);
+    let mut g = Graph::new("chain");
+    g.add_input("x", ty.clone());
+    let mut prev = "x".to_string();
+    for (i, op) in ops.iter().enumerate() {
+        let out = format!("v{i}");
+        g.add_node(Node::new(format!("n{i}"), OpId::onnx(op), vec![prev.clone()], vec![out.clone()])).unwrap();
+        prev = out;
+    }
+    g.add_output(&prev, ty);
+    let mut m = Model::new(g);
+    if let Some((f, needs)) = fault {
+        m.metadata.push(("oatest.fault".into(), f.into()));
+        m.metadata.push(("oatest.fault.needs".into(), needs.into()));
+    }
+    onnx::encode_model(&m)
+}
+
+fn oatest_faulty(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_oatest"))
+        .args(args)
+        .env("OATEST_TVM_TEST_FAULTS", "1")
+        .output()
+        .expect("oatest runs")
+}
+
+fn run_json(model: &std::path::Path) -> Vec<serde_json::Value> {
+    let o = oatest_faulty(&["run", model.to_str().unwrap(), "--target", "tvm", "--json", "--judge", "--jobs", "1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn a_model_compiles_and_runs_with_the_passes_that_changed_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.onnx");
+    std::fs::write(&model, chain(&["Relu", "Sigmoid", "Neg"], None)).unwrap();
+    let rows = run_json(&model);
+    let by = |c: &str| rows.iter().find(|r| r["config"] == c).unwrap_or_else(|| panic!("no {c}: {rows:?}"));
+    assert_eq!(by("disable")["status"], "ok");
+    assert_eq!(by("all")["status"], "ok");
+    let fired = |c: &str| -> BTreeSet<String> {
+        by(c)["passes_fired"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_string()).collect()
+    };
+    assert!(fired("all").contains("FuseOps") && fired("all").contains("FuseTIR"), "{:?}", fired("all"));
+    assert!(!fired("disable").contains("FuseOps"), "the reference pipeline does not fuse");
+    assert!(fired("disable").contains("LegalizeOps"));
+    let verdict = rows.last().unwrap();
+    assert!(verdict["judgement"]["verdicts"].as_array().unwrap().is_empty(), "{verdict}");
+}
+
+#[test]
+fn a_tvm_crash_is_an_outcome_and_the_worker_survives_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bad, good) = (dir.path().join("a_bad.onnx"), dir.path().join("b_good.onnx"));
+    std::fs::write(&bad, chain(&["Relu", "Sigmoid"], Some(("segfault", "FuseOps")))).unwrap();
+    std::fs::write(&good, chain(&["Relu", "Sigmoid"], None)).unwrap();
+    let o =
+        oatest_faulty(&["run", dir.path().to_str().unwrap(), "--target", "tvm", "--json", "--judge", "--jobs", "1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let status = |m: &str, c: &str| {
+        rows.iter().find(|r| r["model"].as_str().is_some_and(|p| p.ends_with(m)) && r["config"] == c).unwrap()["status"]
+            .clone()
+    };
+    assert_eq!(status("a_bad.onnx", "all"), "crash");
+    assert_eq!(status("a_bad.onnx", "disable"), "ok");
+    assert_eq!(status("b_good.onnx", "all"), "ok", "the restarted worker runs the next model");
+}
+
+#[test]
+fn delta_debugging_finds_the_relax_passes_a_bug_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.onnx");
+    std::fs::write(&model, chain(&["Relu", "Sigmoid", "Neg"], Some(("wrong", "FuseOps;FuseTIR")))).unwrap();
+    let out = dir.path().join("bug");
+    let o = oatest_faulty(&[
+        "reduce",
+        model.to_str().unwrap(),
+        "--target",
+        "tvm",
+        "--max-checks",
+        "12",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bug = json(&out.join("bug.json"));
+    let t = &bug["triage"];
+    assert_eq!(bug["symptom"], "inconsistency");
+    let culprits: BTreeSet<&str> = t["culprits"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    // FuseOps only fuses what AnnotateTIROpPattern marked: without it neither needed pass fires
+    assert_eq!(culprits, BTreeSet::from(["AnnotateTIROpPattern", "FuseOps", "FuseTIR"]), "{t}");
+    assert!(t["nodes"].as_u64().unwrap() <= 3);
+    assert!(out.join("report.md").exists());
+}
