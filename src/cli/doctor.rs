@@ -29,5 +29,15 @@ pub fn run(a: DoctorArgs) -> anyhow::Result<()> {
     println!("tract: tract-onnx {} (built in)", env!("OATEST_TRACT_VERSION"));
     #[cfg(not(feature = "tract"))]
     println!("tract: not built (cargo feature `tract`)");
+    // TVM is imported in a worker process (an import failure or crash there must not take doctor down)
+    #[cfg(feature = "tvm")]
+    match crate::target::worker::WorkerSpec::new(crate::target::TargetKind::Tvm)
+        .and_then(crate::target::worker::Worker::start)
+    {
+        Ok(w) => println!("tvm:   apache-tvm {} (embedded Python)", w.info.version),
+        Err(e) => println!("tvm:   not available: {e:#}"),
+    }
+    #[cfg(not(feature = "tvm"))]
+    println!("tvm:   not built (cargo feature `tvm`)");
     Ok(())
 }
