@@ -20,6 +20,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 /// `path` itself if it is a file, else every `*.onnx` below it (sorted).
 pub fn onnx_files(path: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    files_with_ext(path, "onnx")
+}
+
+/// `path` itself if it is a file, else every file named `*.<ext>` below it (sorted).
+pub fn files_with_ext(path: &Path, ext: &str) -> anyhow::Result<Vec<std::path::PathBuf>> {
     if !path.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }
@@ -30,7 +35,7 @@ pub fn onnx_files(path: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
             let p = e?.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "onnx") {
+            } else if p.extension().is_some_and(|x| x == ext) {
                 out.push(p);
             }
         }

@@ -14,6 +14,27 @@ use std::time::Instant;
 pub enum ExtractCmd {
     /// From ONNX Runtime's optimizer test models.
     Ort(OrtArgs),
+    /// From TVM's Relax transform tests (tests/python/relax/test_transform_*.py), run with a capture plugin.
+    Tvm(TvmArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TvmArgs {
+    /// A test file, or a directory whose test_transform_*.py files are run (TVM's tests/python/relax).
+    #[arg(long)]
+    pub tests: PathBuf,
+    /// The Python with apache-tvm and pytest (default: .venv/bin/python of the project, else python3).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// The pattern library to (re)write.
+    #[arg(long, default_value = "patterns/tvm")]
+    pub out: PathBuf,
+    /// Test files run at once (each in its own pytest process: a TVM crash loses one file, not the run).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Per-file time limit in seconds.
+    #[arg(long, default_value_t = 900)]
+    pub timeout_secs: u64,
 }
 
 #[derive(Args, Debug)]
@@ -40,6 +61,7 @@ pub struct OrtArgs {
 pub fn run(cmd: ExtractCmd) -> anyhow::Result<()> {
     match cmd {
         ExtractCmd::Ort(a) => ort(a),
+        ExtractCmd::Tvm(a) => tvm(a),
     }
 }
 
@@ -192,4 +214,156 @@ fn write_library(out: &Path, library: &BTreeMap<String, Pattern>) -> anyhow::Res
         }
     }
     Ok(())
+}
+
+/// What one test file's capture run gave.
+struct FileRun {
+    file: String,
+    outcome: String,
+    failed_tests: Vec<serde_json::Value>,
+    stats: serde_json::Value,
+}
+
+fn tvm(a: TvmArgs) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let files: Vec<PathBuf> = if a.tests.is_dir() {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&a.tests)
+            .with_context(|| format!("cannot list {}", a.tests.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().is_some_and(|n| {
+                let n = n.to_string_lossy();
+                n.starts_with("test_transform") && n.ends_with(".py")
+            }))
+            .collect();
+        v.sort();
+        v
+    } else {
+        vec![a.tests.clone()]
+    };
+    anyhow::ensure!(!files.is_empty(), "--tests {}: no test_transform*.py files", a.tests.display());
+    let python = a
+        .python
+        .clone()
+        .or_else(|| crate::util::project_file(".venv/bin/python"))
+        .unwrap_or_else(|| PathBuf::from("python3"));
+    let plugin = crate::util::project_file("python/oatest_tvm_capture.py")
+        .context("python/oatest_tvm_capture.py not found (run oatest from its project directory)")?;
+    let plugin_dir = plugin.parent().expect("a file has a parent").to_path_buf();
+    let captures = tempfile::tempdir()?;
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
+    let queue = std::sync::Mutex::new(files.iter().enumerate().collect::<Vec<_>>());
+    let runs = std::sync::Mutex::new(Vec::<FileRun>::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.min(files.len()) {
+            scope.spawn(|| loop {
+                let Some((i, file)) = queue.lock().unwrap().pop() else { break };
+                let dir = captures.path().join(format!("{i:04}"));
+                let r = capture_tvm_file(&python, &plugin_dir, file, &dir, a.timeout_secs);
+                eprintln!("{}: {}", file.display(), r.outcome);
+                runs.lock().unwrap().push(r);
+            });
+        }
+    });
+    let mut runs = runs.into_inner().unwrap();
+    runs.sort_by(|x, y| x.file.cmp(&y.file));
+    // merge: one file per (pass, module hash); the first provenance wins
+    std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create {}", a.out.display()))?;
+    for f in crate::util::files_with_ext(&a.out, "json")? {
+        if crate::pattern::relax::RelaxPattern::load(&f).ok().flatten().is_some() {
+            std::fs::remove_file(&f)?;
+        }
+    }
+    let mut written: BTreeMap<String, String> = BTreeMap::new();
+    for f in crate::util::files_with_ext(captures.path(), "json")? {
+        let Ok(Some(p)) = crate::pattern::relax::RelaxPattern::load(&f) else { continue };
+        let name = f.file_name().unwrap_or_default().to_string_lossy().to_string();
+        let rel = format!("{}/{name}", p.pass);
+        if written.contains_key(&rel) {
+            continue;
+        }
+        crate::util::write_atomic(&a.out.join(&rel), &std::fs::read(&f)?)?;
+        written.insert(rel, p.pass.clone());
+    }
+    if let Ok(entries) = std::fs::read_dir(&a.out) {
+        for e in entries.flatten() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+    let passes: BTreeSet<&String> = written.values().collect();
+    let failed: usize = runs.iter().map(|r| r.failed_tests.len()).sum();
+    let report = serde_json::json!({
+        "tests": a.tests.display().to_string(),
+        "files": runs.iter().map(|r| serde_json::json!({
+            "file": r.file, "outcome": r.outcome, "failed_tests": r.failed_tests, "capture": r.stats,
+        })).collect::<Vec<_>>(),
+        "patterns": written.len(),
+        "passes": passes.len(),
+    });
+    crate::util::write_atomic(&a.out.join("extraction.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    println!(
+        "{} test files ({failed} failing tests reported in {}), {} unique verified patterns over {} passes, \
+         written to {} in {:.1}s",
+        runs.len(),
+        a.out.join("extraction.json").display(),
+        written.len(),
+        passes.len(),
+        a.out.display(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Runs one test file under pytest with the capture plugin in its own process (its directory as cwd, so
+/// TVM's conftest.py applies).
+fn capture_tvm_file(python: &Path, plugin_dir: &Path, file: &Path, out: &Path, timeout_secs: u64) -> FileRun {
+    let name = file.file_name().unwrap_or_default().to_string_lossy().to_string();
+    let pythonpath = match std::env::var_os("PYTHONPATH") {
+        Some(p) => format!("{}:{}", plugin_dir.display(), p.to_string_lossy()),
+        None => plugin_dir.display().to_string(),
+    };
+    let child = std::process::Command::new(python)
+        .args(["-m", "pytest", "-q", "-p", "oatest_tvm_capture", "-p", "no:cacheprovider"])
+        .arg(&name)
+        .current_dir(file.parent().unwrap_or(Path::new(".")))
+        .env("OATEST_CAPTURE_DIR", out)
+        .env("PYTHONPATH", pythonpath)
+        .env("TVM_NUM_THREADS", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let outcome = match child {
+        Err(e) => format!("cannot run {}: {e}", python.display()),
+        Ok(mut c) => {
+            let deadline = Instant::now() + std::time::Duration::from_secs(timeout_secs);
+            loop {
+                match c.try_wait() {
+                    Ok(Some(st)) => {
+                        use std::os::unix::process::ExitStatusExt;
+                        break match (st.code(), st.signal()) {
+                            (Some(0), _) => "all tests passed".to_string(),
+                            (Some(1), _) => "some tests failed (kept what was captured)".to_string(),
+                            (Some(c), _) => format!("pytest exited with {c}"),
+                            (None, Some(s)) => format!("crashed ({}; kept what was captured)", crate::target::signal_name(s)),
+                            _ => "ended abnormally".to_string(),
+                        };
+                    }
+                    Ok(None) if Instant::now() >= deadline => {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        break format!("timed out after {timeout_secs} s (kept what was captured)");
+                    }
+                    Ok(None) => std::thread::sleep(std::time::Duration::from_millis(100)),
+                    Err(e) => break format!("cannot wait for pytest: {e}"),
+                }
+            }
+        }
+    };
+    let failed_tests = std::fs::read_to_string(out.join("failed.jsonl"))
+        .map(|t| t.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+        .unwrap_or_default();
+    let stats = std::fs::read_to_string(out.join("capture_stats.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    FileRun { file: name, outcome, failed_tests, stats }
 }

@@ -217,9 +217,21 @@ pub struct LibraryStats {
     pub unreadable: Vec<String>,
 }
 
-/// Reads every `*.onnx` below `dir` as a pattern.
+/// Reads every `*.onnx` below `dir` as a pattern, and every `*.json` that is a TVM Relax pattern.
 pub fn library_stats(dir: &Path) -> anyhow::Result<LibraryStats> {
     let mut s = LibraryStats::default();
+    for f in crate::util::files_with_ext(dir, "json")? {
+        match relax::RelaxPattern::load(&f) {
+            Ok(Some(p)) => {
+                s.total += 1;
+                *s.per_pass.entry(p.pass.clone()).or_default() += 1;
+                *s.per_granularity.entry(p.granularity.clone()).or_default() += 1;
+                *s.per_compiler.entry("tvm".into()).or_default() += 1;
+            }
+            Ok(None) => {}
+            Err(e) => s.unreadable.push(format!("{e:#}")),
+        }
+    }
     for f in crate::util::onnx_files(dir)? {
         match Pattern::load(&f) {
             Ok(p) => {
@@ -247,6 +259,8 @@ pub fn load_library(dir: &Path, compiler: &str) -> anyhow::Result<(Vec<Pattern>,
     }
     Ok((ok, bad))
 }
+
+pub mod relax;
 
 #[cfg(test)]
 mod tests;

@@ -15,6 +15,9 @@ pub struct SeedConfig {
     pub limits: Limits,
     pub ir_version: i64,
     pub opset: i64,
+    /// (op, dtype) pairs the target cannot run (a node of that op with an input or output of that dtype is
+    /// never added; `None` avoids the op). Empty for ONNX Runtime, whose CPU dtypes the op specs already follow.
+    pub avoid: Vec<(String, Option<DType>)>,
 }
 
 impl Default for SeedConfig {
@@ -25,6 +28,7 @@ impl Default for SeedConfig {
             limits: Limits::default(),
             ir_version: crate::graph::DEFAULT_IR_VERSION,
             opset: crate::graph::DEFAULT_OPSET,
+            avoid: Vec::new(),
         }
     }
 }
@@ -76,7 +80,7 @@ impl Builder {
     }
 
     /// Samples one node of `spec`; applies it only if it infers and stays small.
-    fn try_add(&mut self, spec: &dyn OpSpec, rng: &mut Rng) -> bool {
+    fn try_add(&mut self, spec: &dyn OpSpec, rng: &mut Rng, avoid: &[(String, Option<DType>)]) -> bool {
         let mut draft = Draft::new(&self.values, &self.consts, self.limits, &mut self.counter);
         let Ok(p) = spec.sample(&mut draft, rng) else {
             return false;
@@ -84,6 +88,17 @@ impl Builder {
         let Some(out) = infer_proposal(spec, &draft, &p) else {
             return false;
         };
+        if avoid.iter().any(|(op, _)| op == spec.name()) {
+            let dtypes: Vec<DType> = p
+                .inputs
+                .iter()
+                .filter_map(|i| draft.fact(i).map(|f| f.ty.dtype))
+                .chain(out.iter().map(|t| t.dtype))
+                .collect();
+            if avoid.iter().any(|(op, d)| op == spec.name() && d.is_none_or(|d| dtypes.contains(&d))) {
+                return false;
+            }
+        }
         if out.iter().any(|t| t.numel().is_none_or(|n| n == 0 || n > self.limits.max_elems)) {
             return false;
         }
@@ -181,7 +196,7 @@ fn attempt(rng: &mut Rng, cfg: &SeedConfig) -> Option<Model> {
     while b.nodes.len() < target && tries < target * 30 {
         tries += 1;
         let spec = reg[rng.random_range(0..reg.len())].as_ref();
-        b.try_add(spec, rng);
+        b.try_add(spec, rng, &cfg.avoid);
     }
     if b.nodes.is_empty() {
         return None;
@@ -194,7 +209,7 @@ fn attempt(rng: &mut Rng, cfg: &SeedConfig) -> Option<Model> {
 pub fn single_op(spec: &dyn OpSpec, rng: &mut Rng, cfg: &SeedConfig) -> Option<Model> {
     for _ in 0..50 {
         let mut b = Builder::new(Limits { fresh_input: 1.0, ..cfg.limits });
-        if b.try_add(spec, rng) {
+        if b.try_add(spec, rng, &cfg.avoid) {
             return b.finish(rng, cfg);
         }
     }

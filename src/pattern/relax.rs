@@ -1,0 +1,47 @@
+//! TVM Relax patterns: JSON files written by `python/oatest_tvm_capture.py` (format 1): the pass, the
+//! granularity (`subgraph`: a changed function with everything it calls; `block`: a prefix of its first
+//! dataflow block), whether the pass built with default arguments fires on it, the provenance (TVM test file and
+//! function), and the closed IRModule as self-contained TVMScript.
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Provenance {
+    pub test: Option<String>,
+    pub file: Option<String>,
+    pub function: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RelaxPattern {
+    pub format: u32,
+    pub kind: String,
+    pub pass: String,
+    pub granularity: String,
+    pub fires_with_default_args: bool,
+    #[serde(default)]
+    pub pass_repr: Option<String>,
+    pub functions: Vec<String>,
+    pub provenance: Provenance,
+    pub tvm_version: String,
+    pub script: String,
+}
+
+impl RelaxPattern {
+    /// `Ok(None)` for JSON files that are not Relax patterns (reports, manifests).
+    pub fn load(path: &Path) -> anyhow::Result<Option<RelaxPattern>> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+        if v["kind"] != "tvm-relax" {
+            return Ok(None);
+        }
+        let p: RelaxPattern =
+            serde_json::from_value(v).with_context(|| format!("{}: not a Relax pattern", path.display()))?;
+        anyhow::ensure!(p.format == 1, "{}: pattern format {} (this oatest reads 1)", path.display(), p.format);
+        anyhow::ensure!(!p.script.is_empty(), "{}: empty script", path.display());
+        Ok(Some(p))
+    }
+}
