@@ -27,7 +27,23 @@ except ImportError:  # pragma: no cover
 
 OUT = os.environ.get("OATEST_CAPTURE_DIR")
 MAX_SCRIPT = 64 * 1024
-RELAX_PASSES = {n for n in dir(relax.transform) if n[:1].isupper()} | {"DispatchSampling", "DispatchSortScan"}
+
+
+def _relax_pass_names() -> dict:
+    """PassInfo name -> the relax.transform constructor's name (they differ for a few passes, e.g.
+    DecomposeOps is built by DecomposeOpsForInference; relax.BindSymbolicVars by BindSymbolicVars)."""
+    names = {n: n for n in dir(relax.transform) if n[:1].isupper()}
+    names.update({"DispatchSampling": "DispatchSampling", "DispatchSortScan": "DispatchSortScan"})
+    for ctor in list(names.values()):
+        try:
+            obj = getattr(relax.transform, ctor)()
+            names.setdefault(obj.info.name, ctor)
+        except Exception:  # noqa: BLE001 - constructors that need arguments, or are not passes
+            pass
+    return names
+
+
+RELAX_PASSES = _relax_pass_names()
 _state = threading.local()
 _current = {"test": None, "file": None, "function": None}
 _stats = {"pairs": 0, "candidates": 0, "verified": 0, "written": 0}
@@ -195,8 +211,9 @@ class _Capture:
 
     def run_before_pass(self, mod, info):
         busy = getattr(_state, "busy", False)
-        if not busy and info.name in RELAX_PASSES and isinstance(mod, tvm.IRModule) and _current["test"]:
-            self.stack.append((info.name, mod, structural_hash(mod)))
+        name = info.name[len("relax.") :] if info.name.startswith("relax.") else info.name
+        if not busy and name in RELAX_PASSES and isinstance(mod, tvm.IRModule) and _current["test"]:
+            self.stack.append((RELAX_PASSES[name], mod, structural_hash(mod), info.name))
         else:
             self.stack.append(None)
 
@@ -204,11 +221,11 @@ class _Capture:
         top = self.stack.pop() if self.stack else None
         if top is None:
             return
-        name, before, h = top
+        name, before, h, info_name = top
         if structural_hash(mod) == h:
             return
         objs = _objs()
-        pass_obj = objs[-1] if objs and objs[-1].info.name == name else None
+        pass_obj = objs[-1] if objs and objs[-1].info.name == info_name else None
         objs_snapshot = list(objs)
         _state.busy = True  # verification runs passes too: not captured
         try:
@@ -252,6 +269,9 @@ def pytest_configure(config):
 @pytest.fixture(autouse=True)
 def _oatest_capture(request):
     _current.update(test=request.node.nodeid, file=str(request.node.path.name), function=request.node.name)
+    # if TVM crashes the process inside this test, the extractor reruns the file without it
+    with open(os.path.join(OUT, "current_test"), "w") as f:
+        f.write(request.node.nodeid)
     with tvm.transform.PassContext(opt_level=tvm.transform.PassContext.current().opt_level):
         yield
     _current.update(test=None, file=None, function=None)
@@ -265,5 +285,14 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    with open(os.path.join(OUT, "capture_stats.json"), "w") as f:
-        json.dump(_stats, f, indent=1)
+    path = os.path.join(OUT, "capture_stats.json")
+    total = dict(_stats)
+    if os.path.exists(path):  # a rerun after a crash adds to the earlier run's counts
+        with open(path) as f:
+            for k, v in json.load(f).items():
+                total[k] = total.get(k, 0) + v
+    with open(path, "w") as f:
+        json.dump(total, f, indent=1)
+    current = os.path.join(OUT, "current_test")
+    if os.path.exists(current):
+        os.remove(current)

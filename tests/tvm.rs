@@ -106,3 +106,17 @@ fn delta_debugging_finds_the_relax_passes_a_bug_needs() {
     assert!(t["nodes"].as_u64().unwrap() <= 3);
     assert!(out.join("report.md").exists());
 }
+
+#[test]
+fn a_tvm_campaign_runs_generated_seeds_and_refuses_relax_synthesis_for_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = oatest_faulty(&["fuzz", "--target", "tvm", "--tests", "6", "--seed", "1", "--jobs", "1", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("stats.json"));
+    assert_eq!(s["tests_executed"], 6);
+    assert!(s["passes_fired"]["LegalizeOps"].as_u64().unwrap() > 0, "{s}");
+    let o = oatest_faulty(&["fuzz", "--target", "tvm", "--tests", "6", "--mode", "synth"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Relax-level synthesis"));
+}

@@ -20,7 +20,7 @@ pub enum ExtractCmd {
 
 #[derive(Args, Debug)]
 pub struct TvmArgs {
-    /// A test file, or a directory whose test_transform_*.py files are run (TVM's tests/python/relax).
+    /// A test file, or a directory whose files matching --include are run (TVM's tests/python/relax).
     #[arg(long)]
     pub tests: PathBuf,
     /// The Python with apache-tvm and pytest (default: .venv/bin/python of the project, else python3).
@@ -35,6 +35,29 @@ pub struct TvmArgs {
     /// Per-file time limit in seconds.
     #[arg(long, default_value_t = 900)]
     pub timeout_secs: u64,
+    /// Which test files of a --tests directory run (file-name patterns with `*`; repeatable).
+    #[arg(long = "include", default_value = "test_transform*.py")]
+    pub include: Vec<String>,
+}
+
+/// `name` matches `pattern`, where `*` matches any run of characters.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == name;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !name.starts_with(first) || !name.ends_with(last) || name.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 #[derive(Args, Debug)]
@@ -230,17 +253,19 @@ fn tvm(a: TvmArgs) -> anyhow::Result<()> {
         let mut v: Vec<PathBuf> = std::fs::read_dir(&a.tests)
             .with_context(|| format!("cannot list {}", a.tests.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.file_name().is_some_and(|n| {
-                let n = n.to_string_lossy();
-                n.starts_with("test_transform") && n.ends_with(".py")
-            }))
+            .filter(|p| {
+                p.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.ends_with(".py") && a.include.iter().any(|g| glob_match(g, &n))
+                })
+            })
             .collect();
         v.sort();
         v
     } else {
         vec![a.tests.clone()]
     };
-    anyhow::ensure!(!files.is_empty(), "--tests {}: no test_transform*.py files", a.tests.display());
+    anyhow::ensure!(!files.is_empty(), "--tests {}: no test files match {:?}", a.tests.display(), a.include);
     let python = a
         .python
         .clone()
@@ -321,17 +346,55 @@ fn capture_tvm_file(python: &Path, plugin_dir: &Path, file: &Path, out: &Path, t
         Some(p) => format!("{}:{}", plugin_dir.display(), p.to_string_lossy()),
         None => plugin_dir.display().to_string(),
     };
-    let child = std::process::Command::new(python)
-        .args(["-m", "pytest", "-q", "-p", "oatest_tvm_capture", "-p", "no:cacheprovider"])
-        .arg(&name)
-        .current_dir(file.parent().unwrap_or(Path::new(".")))
-        .env("OATEST_CAPTURE_DIR", out)
-        .env("PYTHONPATH", pythonpath)
-        .env("TVM_NUM_THREADS", "1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    let outcome = match child {
+    // a test that crashes the process is deselected and the file run again (at most 5 times)
+    let mut crashed: Vec<String> = Vec::new();
+    let mut outcome = String::new();
+    for _ in 0..6 {
+        let mut cmd = std::process::Command::new(python);
+        cmd.args(["-m", "pytest", "-q", "-p", "oatest_tvm_capture", "-p", "no:cacheprovider"]).arg(&name);
+        for t in &crashed {
+            cmd.arg("--deselect").arg(t);
+        }
+        let child = cmd
+            .current_dir(file.parent().unwrap_or(Path::new(".")))
+            .env("OATEST_CAPTURE_DIR", out)
+            .env("PYTHONPATH", &pythonpath)
+            .env("TVM_NUM_THREADS", "1")
+            .stdout(std::fs::File::create(out.join("pytest.log")).map(Into::into).unwrap_or(std::process::Stdio::null()))
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        outcome = run_capture(child, timeout_secs, python);
+        if outcome.starts_with("pytest exited") {
+            // collection errors and the like: the end of pytest's report says why
+            let log = std::fs::read_to_string(out.join("pytest.log")).unwrap_or_default();
+            let why: Vec<&str> = log.lines().filter(|l| l.starts_with("E ") || l.contains("rror")).take(2).collect();
+            if !why.is_empty() {
+                outcome = format!("{outcome}: {}", why.join(" | "));
+            }
+        }
+        let current = std::fs::read_to_string(out.join("current_test")).unwrap_or_default();
+        if !outcome.starts_with("crashed") || current.is_empty() || crashed.contains(&current) {
+            break;
+        }
+        let _ = std::fs::remove_file(out.join("current_test"));
+        crashed.push(current);
+    }
+    if !crashed.is_empty() {
+        outcome = format!("{outcome}; tests that crashed the process (rerun without them): {}", crashed.join(", "));
+    }
+    let failed_tests = std::fs::read_to_string(out.join("failed.jsonl"))
+        .map(|t| t.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+        .unwrap_or_default();
+    let stats = std::fs::read_to_string(out.join("capture_stats.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    FileRun { file: name, outcome, failed_tests, stats }
+}
+
+/// Waits for one pytest run within the time limit; what happened, in words.
+fn run_capture(child: std::io::Result<std::process::Child>, timeout_secs: u64, python: &Path) -> String {
+    match child {
         Err(e) => format!("cannot run {}: {e}", python.display()),
         Ok(mut c) => {
             let deadline = Instant::now() + std::time::Duration::from_secs(timeout_secs);
@@ -357,13 +420,18 @@ fn capture_tvm_file(python: &Path, plugin_dir: &Path, file: &Path, out: &Path, t
                 }
             }
         }
-    };
-    let failed_tests = std::fs::read_to_string(out.join("failed.jsonl"))
-        .map(|t| t.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
-        .unwrap_or_default();
-    let stats = std::fs::read_to_string(out.join("capture_stats.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    FileRun { file: name, outcome, failed_tests, stats }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn globs_match_file_names() {
+        use super::glob_match;
+        assert!(glob_match("test_transform*.py", "test_transform_fuse_ops.py"));
+        assert!(!glob_match("test_transform*.py", "test_backend_dispatch.py"));
+        assert!(glob_match("test_fast_math_transform.py", "test_fast_math_transform.py"));
+        assert!(glob_match("test_*_dispatch_*.py", "test_backend_dispatch_sort_scan.py"));
+        assert!(!glob_match("a*b*c", "acb"));
+    }
 }

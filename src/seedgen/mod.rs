@@ -232,6 +232,34 @@ mod tests {
     }
 
     #[test]
+    fn avoided_ops_and_dtypes_never_appear() {
+        let cfg = SeedConfig {
+            avoid: vec![("Relu".into(), None), ("Add".into(), Some(DType::F32)), ("Mul".into(), Some(DType::F16))],
+            ..Default::default()
+        };
+        let (mut adds, mut muls) = (0, 0);
+        for i in 0..800 {
+            let m = generate(5, i, &cfg);
+            let g = &m.graph;
+            let types = crate::ops::check_graph(g, true).unwrap();
+            for n in g.nodes_in_order().unwrap() {
+                let dtypes: Vec<DType> =
+                    n.inputs.iter().chain(&n.outputs).filter_map(|v| types.get(v).map(|t| t.dtype)).collect();
+                assert_ne!(n.op.name, "Relu", "seed {i}");
+                if n.op.name == "Add" {
+                    adds += 1;
+                    assert!(!dtypes.contains(&DType::F32), "seed {i}: float32 Add");
+                }
+                if n.op.name == "Mul" {
+                    muls += 1;
+                    assert!(!dtypes.contains(&DType::F16), "seed {i}: float16 Mul");
+                }
+            }
+        }
+        assert!(adds > 0 && muls > 0, "only the avoided dtypes are avoided, not the ops");
+    }
+
+    #[test]
     fn generation_is_deterministic_per_index() {
         let cfg = SeedConfig::default();
         let a = crate::graph::onnx::encode_model(&generate(3, 42, &cfg));
