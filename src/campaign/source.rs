@@ -150,3 +150,60 @@ impl TestSource for SynthSource {
         self.pool.push((test.id, m));
     }
 }
+
+/// Relax-level synthesis for TVM: each test is a recipe (a generated seed graph, a Relax pattern, a random
+/// seed) that the TVM worker turns into a module with `python/oatest_tvm.py`'s `synthesize`: the seed imported
+/// with from_onnx, the pattern's functions merged in and called from the seed's dataflow block through
+/// bridges. The recipe is what the test's `model` bytes hold (JSON); its inputs are the seed graph's.
+pub struct RelaxSynthSource {
+    pub seed: u64,
+    pub cfg: SeedConfig,
+    pub patterns: Vec<crate::pattern::relax::RelaxPattern>,
+}
+
+/// The recipe of a Relax-synthesized test (what `python/oatest_tvm.py` reads).
+pub fn relax_recipe(
+    seed_onnx: &[u8],
+    pattern: &crate::pattern::relax::RelaxPattern,
+    rng: u32,
+    check_only: bool,
+) -> Vec<u8> {
+    let hex: String = seed_onnx.iter().map(|b| format!("{b:02x}")).collect();
+    serde_json::json!({
+        "kind": "oatest-relax-synth",
+        "seed_onnx": hex,
+        "pattern": pattern.script,
+        "pass": pattern.pass,
+        "provenance": pattern.provenance,
+        "rng": rng,
+        "check_only": check_only,
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// The seed model inside a recipe (`None` when the bytes are not a recipe).
+pub fn recipe_seed(bytes: &[u8]) -> Option<crate::graph::Model> {
+    if bytes.first() != Some(&b'{') {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let hex = v["seed_onnx"].as_str()?;
+    let raw: Option<Vec<u8>> =
+        (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect();
+    onnx::decode_model(&raw?).ok()
+}
+
+impl TestSource for RelaxSynthSource {
+    fn make(&mut self, id: u64) -> anyhow::Result<Test> {
+        use rand::Rng as _;
+        anyhow::ensure!(!self.patterns.is_empty(), "no Relax patterns to synthesize from");
+        let mut rng = crate::seedgen::rng_for(self.seed ^ 0x7e1a_5eed, id);
+        let m = generate(self.seed, id, &self.cfg);
+        let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))?;
+        let p = &self.patterns[rng.random_range(0..self.patterns.len())];
+        let model = relax_recipe(&onnx::encode_model(&m), p, rng.random(), false);
+        let origin = format!("synth:{}:{}", p.pass, p.provenance.test.as_deref().unwrap_or("?"));
+        Ok(Test { id, model, inputs, origin, target_pass: Some(p.pass.clone()) })
+    }
+}

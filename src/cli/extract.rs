@@ -360,7 +360,9 @@ fn capture_tvm_file(python: &Path, plugin_dir: &Path, file: &Path, out: &Path, t
             .env("OATEST_CAPTURE_DIR", out)
             .env("PYTHONPATH", &pythonpath)
             .env("TVM_NUM_THREADS", "1")
-            .stdout(std::fs::File::create(out.join("pytest.log")).map(Into::into).unwrap_or(std::process::Stdio::null()))
+            .stdout(
+                std::fs::File::create(out.join("pytest.log")).map(Into::into).unwrap_or(std::process::Stdio::null()),
+            )
             .stderr(std::process::Stdio::null())
             .spawn();
         outcome = run_capture(child, timeout_secs, python);
@@ -406,7 +408,9 @@ fn run_capture(child: std::io::Result<std::process::Child>, timeout_secs: u64, p
                             (Some(0), _) => "all tests passed".to_string(),
                             (Some(1), _) => "some tests failed (kept what was captured)".to_string(),
                             (Some(c), _) => format!("pytest exited with {c}"),
-                            (None, Some(s)) => format!("crashed ({}; kept what was captured)", crate::target::signal_name(s)),
+                            (None, Some(s)) => {
+                                format!("crashed ({}; kept what was captured)", crate::target::signal_name(s))
+                            }
                             _ => "ended abnormally".to_string(),
                         };
                     }

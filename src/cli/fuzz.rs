@@ -1,6 +1,6 @@
 //! `oatest fuzz`: the campaign. Flags become a validated `Settings` once; SIGINT/SIGTERM stop it cleanly.
 
-use crate::campaign::source::{DirSource, Mix, SeedgenSource, SynthSource, TestSource};
+use crate::campaign::source::{DirSource, Mix, RelaxSynthSource, SeedgenSource, SynthSource, TestSource};
 use crate::campaign::{self, Budget, Mode, Settings};
 use crate::seedgen::SeedConfig;
 use crate::target::worker::WorkerSpec;
@@ -89,14 +89,7 @@ impl FuzzArgs {
         let first = self.target.split(',').next().unwrap_or_default();
         let default_lib = crate::util::project_file(&format!("patterns/{first}"));
         let patterns = self.patterns.clone().or(default_lib);
-        // TVM's library holds Relax patterns; splicing them (Relax-level synthesis) is not built yet
-        let relax_only = first == "tvm";
-        anyhow::ensure!(
-            !(relax_only && self.mode.as_deref() == Some("synth")),
-            "--mode synth: Relax-level synthesis for --target tvm is not implemented yet (use --mode random)"
-        );
         let mode = match (self.mode.as_deref(), &patterns) {
-            (_, _) if relax_only => Mode::Random,
             (Some("random"), _) => Mode::Random,
             (Some(_), None) => {
                 anyhow::bail!("--mode synth needs a pattern library (--patterns DIR); none found for {}", self.target)
@@ -150,6 +143,40 @@ fn timestamp(secs: u64) -> String {
     format!("{y:04}{m:02}{d:02}-{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
+/// Relax synthesis: the library's patterns whose pass is an optional pass of the TVM pipeline and fires with its
+/// default arguments, checked in TVM workers (they parse and their entry takes static tensors).
+fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow::Result<RelaxSynthSource> {
+    use crate::pattern::relax::{load_library, pipeline_optional_passes};
+    let (patterns, bad) = load_library(dir)?;
+    for b in bad.iter().take(5) {
+        eprintln!("warning: skipped {b}");
+    }
+    let optional = pipeline_optional_passes();
+    let n = patterns.len();
+    let candidates: Vec<_> =
+        patterns.into_iter().filter(|p| p.fires_with_default_args && optional.contains(&p.pass)).collect();
+    let mut spec = WorkerSpec::new(TargetKind::Tvm)?;
+    spec.timeout = std::time::Duration::from_millis(s.timeout_ms);
+    let pool = crate::target::worker::Pool::start(&spec, s.jobs.clamp(1, candidates.len().max(1)))?;
+    let probe = crate::graph::onnx::encode_model(&crate::seedgen::generate(0, 0, &cfg));
+    let reference = Config::level(crate::target::Level::Disable);
+    let usable: Vec<_> = pool
+        .map(candidates, |w, p| {
+            let recipe = campaign::source::relax_recipe(&probe, &p, 0, true);
+            (w.run(&recipe, &[], &reference).status == crate::target::Status::Ok).then_some(p)
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+    eprintln!(
+        "{} of {n} Relax patterns in {} target an optional pass of the pipeline and can be spliced",
+        usable.len(),
+        dir.display()
+    );
+    anyhow::ensure!(!usable.is_empty(), "no usable Relax patterns in {}", dir.display());
+    Ok(RelaxSynthSource { seed: s.seed, cfg, patterns: usable })
+}
+
 /// (op, dtype) pairs TVM refuses, measured into docs/tvm-unsupported.tsv (`*`: the whole op).
 fn tvm_avoid() -> Vec<(String, Option<crate::graph::DType>)> {
     include_str!("../../docs/tvm-unsupported.tsv")
@@ -172,6 +199,7 @@ fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
         cfg.avoid = tvm_avoid();
     }
     let gen: Box<dyn TestSource> = match (s.mode, &s.patterns) {
+        (Mode::Synth, Some(dir)) if s.target == "tvm" => Box::new(relax_source(s, dir, cfg.clone())?),
         (Mode::Synth, Some(dir)) => {
             let first = s.target.split(',').next().unwrap_or_default();
             let (patterns, bad) = crate::pattern::load_library(dir, first)?;

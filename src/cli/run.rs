@@ -94,8 +94,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let results = pool.map(files, |w, path| -> (PathBuf, anyhow::Result<Vec<Outcome>>) {
         let r = (|| {
             let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            let model =
-                onnx::decode_model(&bytes).with_context(|| format!("{}: cannot import ONNX model", path.display()))?;
+            // a Relax synthesis recipe (TVM findings) carries its seed graph, whose inputs it takes
+            let model = match crate::campaign::source::recipe_seed(&bytes) {
+                Some(seed) => seed,
+                None => onnx::decode_model(&bytes)
+                    .with_context(|| format!("{}: cannot import ONNX model", path.display()))?,
+            };
             let feeds = match &a.inputs {
                 Some(p) => inputs::read(p, &model.graph)?,
                 // without inputs the model is still compiled (passes fire); running it then fails with a message

@@ -36,6 +36,19 @@ pub struct Finding {
     pub case: Case,
     /// Where it came from (a campaign's finding directory, or a model file).
     pub source: String,
+    /// The bytes the target runs when they are not the ONNX encoding of `case.model`: a Relax synthesis
+    /// recipe (TVM), whose `case.model` is the seed graph. Such findings get culprits, not graph reduction.
+    pub raw: Option<Vec<u8>>,
+}
+
+impl Finding {
+    /// What the target is given for `case`.
+    pub fn bytes(&self, case: &Case) -> Vec<u8> {
+        match &self.raw {
+            Some(b) => b.clone(),
+            None => onnx::encode_model(&case.model),
+        }
+    }
 }
 
 impl Finding {
@@ -75,7 +88,11 @@ impl Finding {
             _ => record(&config_name).and_then(|r| r["message"].as_str()).unwrap_or_default().to_string(),
         };
         let path = dir.join("model.onnx");
-        let model = onnx::load(&path)?;
+        let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let (model, raw) = match crate::campaign::source::recipe_seed(&bytes) {
+            Some(seed) => (seed, Some(bytes)),
+            None => (onnx::load(&path)?, None),
+        };
         let feeds = crate::target::inputs::read(dir, &model.graph)?;
         Ok(Some(Finding {
             target,
@@ -87,6 +104,7 @@ impl Finding {
             message,
             case: Case { model, feeds },
             source: dir.display().to_string(),
+            raw,
         }))
     }
 }
@@ -142,7 +160,7 @@ impl Reproducer<'_> {
 
     /// Delta-debugs the fired passes of the finding's own model.
     pub fn culprits(&mut self) -> Culprits {
-        let model = onnx::encode_model(&self.finding.case.model);
+        let model = self.finding.bytes(&self.finding.case);
         let feeds = self.finding.case.feeds.clone();
         let reference = (self.finding.symptom == Symptom::Inconsistency)
             .then(|| self.run(&model, &feeds, &self.finding.reference.clone()));
@@ -196,7 +214,7 @@ impl Reproducer<'_> {
     /// Whether a candidate still shows the finding: the reference runs cleanly, the culprits alone show the
     /// symptom, and disabling any one culprit makes it go away. Returns the reference and symptom runs.
     pub fn check(&mut self, case: &Case, culprits: &[String]) -> Option<(Outcome, Outcome)> {
-        let model = onnx::encode_model(&case.model);
+        let model = self.finding.bytes(case);
         let reference = self.run(&model, &case.feeds, &self.finding.reference.clone());
         if reference.status != Status::Ok {
             return None;
@@ -282,7 +300,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         }
         None => false,
     };
-    if confirmed {
+    if confirmed && r.finding.raw.is_none() {
         let cell = std::cell::RefCell::new(&mut *r);
         let out = reduce::reduce(
             original.clone(),
@@ -302,7 +320,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     // the report and repro.py use the finding's own configuration when the minimized model shows the symptom
     // there too (what users run), else the configuration with only the culprits on
     let mut config = if culprits.is_empty() { r.finding.config.clone() } else { r.config_enabling(&culprits) };
-    let model_bytes = onnx::encode_model(&case.model);
+    let model_bytes = r.finding.bytes(&case);
     if confirmed && config != r.finding.config {
         let plain = r.finding.config.clone();
         let o = r.run(&model_bytes, &case.feeds, &plain);
@@ -387,6 +405,7 @@ impl Finding {
             message,
             case,
             source: source.to_string(),
+            raw: None,
         }))
     }
 }
@@ -450,6 +469,7 @@ mod tests {
             message: String::new(),
             case: Case { model: Model::new(Graph::new("g")), feeds: vec![] },
             source: String::new(),
+            raw: None,
         }
     }
 

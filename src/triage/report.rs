@@ -4,7 +4,7 @@
 //! representative only when its minimized model is smaller.
 
 use super::{Finding, Minimized, Triaged};
-use crate::graph::{onnx, Attr, Model};
+use crate::graph::{Attr, Model};
 use crate::oracle::Symptom;
 use crate::target::{inputs, Outcome, Status};
 use crate::util::write_atomic;
@@ -60,8 +60,9 @@ pub fn write(
     findings: Vec<String>,
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    write_atomic(&dir.join("model.onnx"), &onnx::encode_model(&m.case.model))?;
-    write_atomic(&dir.join("original.onnx"), &onnx::encode_model(&f.case.model))?;
+    // a Relax synthesis recipe (TVM) is kept as it is: the runner and repro.py read it in place of ONNX
+    write_atomic(&dir.join("model.onnx"), &f.bytes(&m.case))?;
+    write_atomic(&dir.join("original.onnx"), &f.bytes(&f.case))?;
     for stale in std::fs::read_dir(dir)?.filter_map(|e| e.ok()).map(|e| e.path()) {
         let name = stale.file_name().unwrap_or_default().to_string_lossy().to_string();
         if (name.starts_with("input_") || name.starts_with("output_")) && name.ends_with(".pb") {
@@ -211,7 +212,17 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
     if !t.confirmed {
         let _ = writeln!(s, "- **Warning:** the symptom did not re-occur on the last check; the model is the original");
     }
-    let _ = writeln!(s, "\n## Minimized graph\n\n```\n{}```\n", node_list(&m.case.model));
+    if f.raw.is_some() {
+        let _ = writeln!(
+            s,
+            "\n## Test\n\nA Relax-level test: `model.onnx` holds oatest's synthesis recipe (JSON: the seed graph below, \
+             the Relax pattern and its provenance, the random seed), which `python/oatest_tvm.py` (embedded in \
+             repro.py) turns into the IRModule. Graph reduction of Relax modules is not built yet.\n\nSeed graph:\n\n```\n{}```\n",
+            node_list(&m.case.model)
+        );
+    } else {
+        let _ = writeln!(s, "\n## Minimized graph\n\n```\n{}```\n", node_list(&m.case.model));
+    }
     let _ = writeln!(s, "## Expected vs actual\n");
     match (&m.reference, &m.shown) {
         (Some(r), Some(o)) => {
