@@ -47,7 +47,7 @@ def run_tvm(level, disabled):
         model = f.read()
     wire = []
     for name, a in load_inputs().items():
-        a = np.ascontiguousarray(a)
+        a = np.asarray(a, order="C")  # keeps 0-d arrays 0-d (ascontiguousarray makes them 1-d)
         wire.append((name, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape), a.tobytes()))
     r = run(model, wire, level, disabled)  # noqa: F821 - defined by the prepended TVM runner
     if r["status"] != "ok":
@@ -114,8 +114,10 @@ def max_diff(expected, actual):
     import numpy as np
 
     worst = 0.0
+    if len(expected) != len(actual):
+        return float("inf")
     for e, a in zip(expected, actual):
-        if e.shape != a.shape:
+        if e.shape != a.shape or e.dtype != a.dtype:
             return float("inf")
         if e.dtype.kind in "fc":
             e64, a64 = e.astype(np.float64), a.astype(np.float64)
@@ -156,6 +158,13 @@ def main():
     print(f"{compiler.__name__} {compiler.__version__}; expecting {CASE['symptom']} under {CASE['config']}")
     ref_kind, ref = run_child("disable", [])
     print("reference (unoptimized):", show(ref_kind, ref))
+    if CASE["level"] == "disable" and not CASE["disabled"]:
+        # the bug is in the unoptimized build itself (e.g. a crash of the reference)
+        if ref_kind == CASE["symptom"]:
+            print(f"REPRODUCED: {ref_kind}")
+            return 1
+        print("not reproduced" if ref_kind == "ok" else f"a different symptom: {ref_kind}")
+        return 0 if ref_kind == "ok" else 3
     if ref_kind != "ok":
         print("the unoptimized reference does not run: cannot judge")
         return 3

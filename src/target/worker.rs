@@ -235,6 +235,11 @@ pub struct Worker {
 const TAIL: usize = 8192;
 
 impl Worker {
+    /// The per-request time limit (what counts as a hang).
+    pub fn timeout(&self) -> std::time::Duration {
+        self.spec.timeout
+    }
+
     /// Starts a worker and waits for its greeting; a worker that cannot serve is an error with its reason.
     pub fn start(spec: WorkerSpec) -> anyhow::Result<Worker> {
         let mut w = Worker {

@@ -274,6 +274,9 @@ pub struct Triaged {
     pub max_diff: Option<f64>,
     pub detail: String,
     pub runs: usize,
+    /// The per-run time limit triage used (a hang is a run longer than this).
+    #[serde(default)]
+    pub timeout_ms: u64,
 }
 
 /// What `triage` hands to the report writer besides the record.
@@ -362,6 +365,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         max_diff,
         detail,
         runs: r.runs,
+        timeout_ms: r.worker.timeout().as_millis() as u64,
     };
     (t, Minimized { case, reference, shown, without })
 }

@@ -292,7 +292,8 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> anyh
         "threads": config.threads,
         "tolerance": tolerance,
         "n_inputs": m.case.feeds.len(),
-        "timeout_s": 60,
+        // a hang is what the campaign called one; other symptoms get room for a slow machine
+        "timeout_s": if f.symptom == Symptom::Hang { (t.timeout_ms as f64 / 1000.0).max(1.0) } else { 120.0 },
         "expected_message": t.detail,
     });
     let text = serde_json::to_string_pretty(&case)?;
