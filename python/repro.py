@@ -40,34 +40,17 @@ def load_inputs():
 
 
 def run_tvm(level, disabled):
-    import numpy as np
-    from onnx import helper
-
+    """Outputs of the TVM runner prepended to this script (its `run`, `_from_numpy`, `_to_numpy`)."""
     with open(os.path.join(HERE, "model.onnx"), "rb") as f:
         model = f.read()
-    wire = []
-    for name, a in load_inputs().items():
-        a = np.asarray(a, order="C")  # keeps 0-d arrays 0-d (ascontiguousarray makes them 1-d)
-        wire.append((name, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape), a.tobytes()))
-    r = run(model, wire, level, disabled)  # noqa: F821 - defined by the prepended TVM runner
+    wire = [_from_numpy(name, a) for name, a in load_inputs().items()]  # noqa: F821
+    r = run(model, wire, level, disabled)  # noqa: F821
     if r["status"] != "ok":
         raise RuntimeError(r["message"])
-    return [np.frombuffer(b, dtype=helper.tensor_dtype_to_np_dtype(c)).reshape(d) for _, c, d, b in r["outputs"]]
+    return [_to_numpy(t)[1] for t in r["outputs"]]  # noqa: F821
 
 
-def child(level, disabled, out_path):
-    """Runs the model once and saves its outputs (or the error message)."""
-    import numpy as np
-
-    if CASE.get("target") == "tvm":
-        try:
-            outs = run_tvm(level, disabled)
-        except Exception as e:  # noqa: BLE001 - the message is the finding
-            with open(out_path + ".err", "w") as f:
-                f.write(str(e))
-            sys.exit(4)
-        np.savez(out_path, *outs)
-        sys.exit(0)
+def run_ort(level, disabled):
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -76,9 +59,16 @@ def child(level, disabled, out_path):
     so.inter_op_num_threads = 1
     if disabled:
         so.add_session_config_entry("optimization.disable_specified_optimizers", ";".join(disabled))
+    sess = ort.InferenceSession(os.path.join(HERE, "model.onnx"), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, load_inputs())
+
+
+def child(level, disabled, out_path):
+    """Runs the model once and saves its outputs (or the error message)."""
+    import numpy as np
+
     try:
-        sess = ort.InferenceSession(os.path.join(HERE, "model.onnx"), so, providers=["CPUExecutionProvider"])
-        outs = sess.run(None, load_inputs())
+        outs = (run_tvm if CASE.get("target") == "tvm" else run_ort)(level, disabled)
     except Exception as e:  # noqa: BLE001 - the message is the finding
         with open(out_path + ".err", "w") as f:
             f.write(str(e))

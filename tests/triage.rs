@@ -4,27 +4,14 @@
 //! findings that differ only in their context must be one bug.
 
 mod common;
-use common::{json, oatest};
-use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, TensorType};
+use common::{chain_model, json, oatest};
+use oatest::graph::onnx;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// x -> ops[0] -> ops[1] -> ... -> y (f32 [4, 6]), with the fault and the passes it needs in the metadata.
+/// A [4, 6] chain whose fault needs the named passes.
 fn chain(ops: &[&str], fault: &str, needs: &str) -> Vec<u8> {
-    let ty = TensorType::new(DType::F32, &[4, 6]);
-    let mut g = Graph::new("chain");
-    g.add_input("x", ty.clone());
-    let mut prev = "x".to_string();
-    for (i, op) in ops.iter().enumerate() {
-        let out = format!("v{i}");
-        g.add_node(Node::new(format!("n{i}"), OpId::onnx(op), vec![prev.clone()], vec![out.clone()])).unwrap();
-        prev = out;
-    }
-    g.add_output(&prev, ty);
-    let mut m = Model::new(g);
-    m.metadata.push(("oatest.fault".into(), fault.into()));
-    m.metadata.push(("oatest.fault.needs".into(), needs.into()));
-    onnx::encode_model(&m)
+    chain_model(ops, &[4, 6], Some((fault, needs)))
 }
 
 fn ops_in(path: &Path) -> Vec<String> {

@@ -3,28 +3,12 @@
 //! metadata (`oatest.fault` = segfault | wrong, `oatest.fault.needs` = the Relax passes that must fire).
 
 mod common;
-use common::json;
-use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, TensorType};
+use common::{chain_model, json};
 use std::collections::BTreeSet;
 use std::process::{Command, Output};
 
 fn chain(ops: &[&str], fault: Option<(&str, &str)>) -> Vec<u8> {
-    let ty = TensorType::new(DType::F32, &[2, 3]);
-    let mut g = Graph::new("chain");
-    g.add_input("x", ty.clone());
-    let mut prev = "x".to_string();
-    for (i, op) in ops.iter().enumerate() {
-        let out = format!("v{i}");
-        g.add_node(Node::new(format!("n{i}"), OpId::onnx(op), vec![prev.clone()], vec![out.clone()])).unwrap();
-        prev = out;
-    }
-    g.add_output(&prev, ty);
-    let mut m = Model::new(g);
-    if let Some((f, needs)) = fault {
-        m.metadata.push(("oatest.fault".into(), f.into()));
-        m.metadata.push(("oatest.fault.needs".into(), needs.into()));
-    }
-    onnx::encode_model(&m)
+    chain_model(ops, &[2, 3], fault)
 }
 
 fn oatest_faulty(args: &[&str]) -> Output {

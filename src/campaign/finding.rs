@@ -115,41 +115,55 @@ pub fn write(
     let v = primary(j).expect("a finding has a verdict");
     let findings = out.join("findings");
     let dir = findings.join(format!("{:08}-{}", test.id, v.symptom));
-    if dir.exists() {
-        return Ok(dir);
-    }
-    std::fs::create_dir_all(&findings)?;
-    let tmp = tempfile::Builder::new().prefix(".tmp-").tempdir_in(&findings)?;
-    std::fs::write(tmp.path().join("model.onnx"), &test.model)?;
-    inputs::write(tmp.path(), "input", &test.inputs)?;
-    let records: Vec<OutcomeRecord> = outcomes
-        .iter()
-        .map(|o| OutcomeRecord {
-            target: &o.target,
-            config: o.config.to_string(),
-            status: o.status.kind(),
-            message: o.status.message(),
-            passes_fired: &o.passes_fired,
-            time_ms: o.time_ms,
-            outputs: o.outputs.iter().map(|t| (t.name.clone(), t.tensor.dtype.name(), t.tensor.dims.clone())).collect(),
-        })
-        .collect();
-    std::fs::write(tmp.path().join("outcome.json"), serde_json::to_string_pretty(&records)?)?;
-    let meta = Meta {
-        target,
-        target_version: version,
-        campaign_seed: seed,
-        test_id: test.id,
-        origin: &test.origin,
-        symptom: v.symptom,
-        signature: signature(target, v),
-        verdicts: &j.verdicts,
-        reproduce: format!("oatest run model.onnx --target {target} --inputs . --judge"),
-    };
-    std::fs::write(tmp.path().join("meta.json"), serde_json::to_string_pretty(&meta)?)?;
-    let tmp_path = tmp.keep();
-    std::fs::rename(&tmp_path, &dir)?;
+    write_dir(&dir, |tmp| {
+        std::fs::write(tmp.join("model.onnx"), &test.model)?;
+        inputs::write(tmp, "input", &test.inputs)?;
+        let records: Vec<OutcomeRecord> = outcomes
+            .iter()
+            .map(|o| OutcomeRecord {
+                target: &o.target,
+                config: o.config.to_string(),
+                status: o.status.kind(),
+                message: o.status.message(),
+                passes_fired: &o.passes_fired,
+                time_ms: o.time_ms,
+                outputs: o
+                    .outputs
+                    .iter()
+                    .map(|t| (t.name.clone(), t.tensor.dtype.name(), t.tensor.dims.clone()))
+                    .collect(),
+            })
+            .collect();
+        std::fs::write(tmp.join("outcome.json"), serde_json::to_string_pretty(&records)?)?;
+        let meta = Meta {
+            target,
+            target_version: version,
+            campaign_seed: seed,
+            test_id: test.id,
+            origin: &test.origin,
+            symptom: v.symptom,
+            signature: signature(target, v),
+            verdicts: &j.verdicts,
+            reproduce: format!("oatest run model.onnx --target {target} --inputs . --judge"),
+        };
+        std::fs::write(tmp.join("meta.json"), serde_json::to_string_pretty(&meta)?)?;
+        Ok(())
+    })?;
     Ok(dir)
+}
+
+/// Creates directory `dir` atomically: `fill` writes into a temporary directory beside it, which is then
+/// renamed into place. An existing `dir` (a resumed campaign re-running a test) is kept as it is.
+fn write_dir(dir: &Path, fill: impl FnOnce(&Path) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    if dir.exists() {
+        return Ok(());
+    }
+    let parent = dir.parent().expect("a directory inside the run directory");
+    std::fs::create_dir_all(parent)?;
+    let tmp = tempfile::Builder::new().prefix(".tmp-").tempdir_in(parent)?;
+    fill(tmp.path())?;
+    std::fs::rename(tmp.keep(), dir)?;
+    Ok(())
 }
 
 /// Passing tests kept as regression seeds: the first clean test that fires each pass is written to
@@ -187,25 +201,19 @@ impl Examples {
         for pass in new {
             let name: String =
                 pass.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
-            let dir = self.dir.join(&name);
-            std::fs::create_dir_all(&self.dir)?;
-            let tmp = tempfile::Builder::new().prefix(".tmp-").tempdir_in(&self.dir)?;
-            std::fs::write(tmp.path().join("model.onnx"), &test.model)?;
-            inputs::write(tmp.path(), "input", &test.inputs)?;
-            inputs::write(tmp.path(), "output", &reference.outputs)?;
-            let info = serde_json::json!({
-                "pass": pass,
-                "passes_fired": fired,
-                "source": format!("test {}", test.id),
-                "origin": test.origin,
-            });
-            std::fs::write(tmp.path().join("example.json"), serde_json::to_string_pretty(&info)?)?;
-            let kept = tmp.keep();
-            if dir.exists() {
-                std::fs::remove_dir_all(&kept)?;
-            } else {
-                std::fs::rename(&kept, &dir)?;
-            }
+            write_dir(&self.dir.join(&name), |tmp| {
+                std::fs::write(tmp.join("model.onnx"), &test.model)?;
+                inputs::write(tmp, "input", &test.inputs)?;
+                inputs::write(tmp, "output", &reference.outputs)?;
+                let info = serde_json::json!({
+                    "pass": pass,
+                    "passes_fired": fired,
+                    "source": format!("test {}", test.id),
+                    "origin": test.origin,
+                });
+                std::fs::write(tmp.join("example.json"), serde_json::to_string_pretty(&info)?)?;
+                Ok(())
+            })?;
             self.covered.insert(pass.clone());
         }
         Ok(())

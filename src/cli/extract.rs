@@ -101,20 +101,28 @@ fn test_hints(models: &Path) -> BTreeMap<String, String> {
     m.into_iter().map(|(k, v)| (k, v.into_iter().collect::<Vec<_>>().join(","))).collect()
 }
 
+/// `--python`, else the project's .venv/bin/python, else python3.
+fn python_or_default(python: &Option<PathBuf>) -> PathBuf {
+    python.clone().or_else(|| crate::util::project_file(".venv/bin/python")).unwrap_or_else(|| PathBuf::from("python3"))
+}
+
+/// The PYTHONPATH that makes pytest find a capture plugin of the project's python/ directory.
+fn plugin_path(file: &str) -> anyhow::Result<String> {
+    let plugin = crate::util::project_file(&format!("python/{file}"))
+        .with_context(|| format!("python/{file} not found (run oatest from its project directory)"))?;
+    let dir = plugin.parent().expect("a file has a parent").display().to_string();
+    let path = match std::env::var_os("PYTHONPATH") {
+        Some(p) => format!("{dir}:{}", p.to_string_lossy()),
+        None => dir,
+    };
+    Ok(path)
+}
+
 /// Runs a pytest suite with the capture plugin; returns the captured models with the first test that opened
 /// each. A failing suite keeps what it captured.
 fn capture_pytest(a: &OrtArgs, tests: &Path, dir: &Path) -> anyhow::Result<Vec<(PathBuf, Provenance)>> {
-    let python = a
-        .python
-        .clone()
-        .or_else(|| crate::util::project_file(".venv/bin/python"))
-        .unwrap_or_else(|| PathBuf::from("python3"));
-    let plugin = crate::util::project_file("python/oatest_capture.py")
-        .context("python/oatest_capture.py not found (run oatest from its project directory)")?;
-    let pythonpath = match std::env::var_os("PYTHONPATH") {
-        Some(p) => format!("{}:{}", plugin.parent().unwrap().display(), p.to_string_lossy()),
-        None => plugin.parent().unwrap().display().to_string(),
-    };
+    let python = python_or_default(&a.python);
+    let pythonpath = plugin_path("oatest_capture.py")?;
     eprintln!("running pytest on {} with the capture plugin ({})", tests.display(), python.display());
     let status = std::process::Command::new(&python)
         .args(["-m", "pytest", "-q", "-p", "oatest_capture", "-p", "no:cacheprovider"])
@@ -266,14 +274,8 @@ fn tvm(a: TvmArgs) -> anyhow::Result<()> {
         vec![a.tests.clone()]
     };
     anyhow::ensure!(!files.is_empty(), "--tests {}: no test files match {:?}", a.tests.display(), a.include);
-    let python = a
-        .python
-        .clone()
-        .or_else(|| crate::util::project_file(".venv/bin/python"))
-        .unwrap_or_else(|| PathBuf::from("python3"));
-    let plugin = crate::util::project_file("python/oatest_tvm_capture.py")
-        .context("python/oatest_tvm_capture.py not found (run oatest from its project directory)")?;
-    let plugin_dir = plugin.parent().expect("a file has a parent").to_path_buf();
+    let python = python_or_default(&a.python);
+    let pythonpath = plugin_path("oatest_tvm_capture.py")?;
     let captures = tempfile::tempdir()?;
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
     let queue = std::sync::Mutex::new(files.iter().enumerate().collect::<Vec<_>>());
@@ -283,7 +285,7 @@ fn tvm(a: TvmArgs) -> anyhow::Result<()> {
             scope.spawn(|| loop {
                 let Some((i, file)) = queue.lock().unwrap().pop() else { break };
                 let dir = captures.path().join(format!("{i:04}"));
-                let r = capture_tvm_file(&python, &plugin_dir, file, &dir, a.timeout_secs);
+                let r = capture_tvm_file(&python, &pythonpath, file, &dir, a.timeout_secs);
                 eprintln!("{}: {}", file.display(), r.outcome);
                 runs.lock().unwrap().push(r);
             });
@@ -340,12 +342,8 @@ fn tvm(a: TvmArgs) -> anyhow::Result<()> {
 
 /// Runs one test file under pytest with the capture plugin in its own process (its directory as cwd, so
 /// TVM's conftest.py applies).
-fn capture_tvm_file(python: &Path, plugin_dir: &Path, file: &Path, out: &Path, timeout_secs: u64) -> FileRun {
+fn capture_tvm_file(python: &Path, pythonpath: &str, file: &Path, out: &Path, timeout_secs: u64) -> FileRun {
     let name = file.file_name().unwrap_or_default().to_string_lossy().to_string();
-    let pythonpath = match std::env::var_os("PYTHONPATH") {
-        Some(p) => format!("{}:{}", plugin_dir.display(), p.to_string_lossy()),
-        None => plugin_dir.display().to_string(),
-    };
     // a test that crashes the process is deselected and the file run again (at most 5 times)
     let mut crashed: Vec<String> = Vec::new();
     let mut outcome = String::new();
@@ -358,7 +356,7 @@ fn capture_tvm_file(python: &Path, plugin_dir: &Path, file: &Path, out: &Path, t
         let child = cmd
             .current_dir(file.parent().unwrap_or(Path::new(".")))
             .env("OATEST_CAPTURE_DIR", out)
-            .env("PYTHONPATH", &pythonpath)
+            .env("PYTHONPATH", pythonpath)
             .env("TVM_NUM_THREADS", "1")
             .stdout(
                 std::fs::File::create(out.join("pytest.log")).map(Into::into).unwrap_or(std::process::Stdio::null()),

@@ -336,17 +336,14 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         w.disabled.extend(culprits.iter().cloned());
         r.run(&model_bytes, &case.feeds, &w)
     });
-    let max_diff = match (&reference, &shown) {
-        (Some(a), Some(b)) if r.finding.symptom == Symptom::Inconsistency => {
-            r.oracle.inconsistency(a, b).and_then(|v| v.max_diff)
-        }
+    let verdict = match (&reference, &shown) {
+        (Some(a), Some(b)) if r.finding.symptom == Symptom::Inconsistency => r.oracle.inconsistency(a, b),
         _ => None,
     };
-    let detail = match (&reference, &shown) {
-        (Some(a), Some(b)) if r.finding.symptom == Symptom::Inconsistency => {
-            r.oracle.inconsistency(a, b).map(|v| v.detail).unwrap_or_else(|| r.finding.message.clone())
-        }
-        (_, Some(b)) if b.status != Status::Ok => b.status.message(),
+    let max_diff = verdict.as_ref().and_then(|v| v.max_diff);
+    let detail = match (verdict, &shown) {
+        (Some(v), _) => v.detail,
+        (None, Some(b)) if b.status != Status::Ok => b.status.message(),
         _ => r.finding.message.clone(),
     };
     let signature = signature(&r.finding, &c, &detail);

@@ -32,3 +32,24 @@ pub fn json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// x -> ops[0] -> ops[1] -> ... -> y (float32 of `dims`); `fault` = (`oatest.fault`, `oatest.fault.needs`)
+/// metadata for the fault target and the tvm target's test faults.
+pub fn chain_model(ops: &[&str], dims: &[usize], fault: Option<(&str, &str)>) -> Vec<u8> {
+    let ty = TensorType::new(DType::F32, dims);
+    let mut g = Graph::new("chain");
+    g.add_input("x", ty.clone());
+    let mut prev = "x".to_string();
+    for (i, op) in ops.iter().enumerate() {
+        let out = format!("v{i}");
+        g.add_node(Node::new(format!("n{i}"), OpId::onnx(op), vec![prev.clone()], vec![out.clone()])).unwrap();
+        prev = out;
+    }
+    g.add_output(&prev, ty);
+    let mut m = Model::new(g);
+    if let Some((f, needs)) = fault {
+        m.metadata.push(("oatest.fault".into(), f.into()));
+        m.metadata.push(("oatest.fault.needs".into(), needs.into()));
+    }
+    onnx::encode_model(&m)
+}
