@@ -124,10 +124,15 @@ fn capture_pytest(a: &OrtArgs, tests: &Path, dir: &Path) -> anyhow::Result<Vec<(
     let python = python_or_default(&a.python);
     let pythonpath = plugin_path("oatest_capture.py")?;
     eprintln!("running pytest on {} with the capture plugin ({})", tests.display(), python.display());
+    // The suite writes model files into its working directory: give it a scratch one, never ours.
+    let tests = tests.canonicalize().with_context(|| format!("{}: cannot resolve the test path", tests.display()))?;
+    let scratch = dir.join("cwd");
+    std::fs::create_dir_all(&scratch).with_context(|| format!("cannot create {}", scratch.display()))?;
     let status = std::process::Command::new(&python)
         .args(["-m", "pytest", "-q", "-p", "oatest_capture", "-p", "no:cacheprovider"])
-        .arg(tests)
-        .env("OATEST_CAPTURE_DIR", dir)
+        .arg(&tests)
+        .current_dir(&scratch)
+        .env("OATEST_CAPTURE_DIR", dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()))
         .env("PYTHONPATH", pythonpath)
         .stdout(std::process::Stdio::null())
         .status()
