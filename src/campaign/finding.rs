@@ -152,6 +152,18 @@ pub fn write(
     Ok(dir)
 }
 
+/// Keeps an invalid test (one the reference configuration refused) as `invalid/<test id>/`: model.onnx,
+/// input_K.pb and reason.txt (the reference's message), so that the seed generator's gaps can be seen.
+pub fn write_invalid(out: &Path, test: &Test, outcomes: &[Outcome]) -> anyhow::Result<()> {
+    let reason = outcomes.first().map(|o| format!("{}: {}\n", o.config, o.status.message())).unwrap_or_default();
+    write_dir(&out.join("invalid").join(format!("{:08}", test.id)), |tmp| {
+        std::fs::write(tmp.join("model.onnx"), &test.model)?;
+        inputs::write(tmp, "input", &test.inputs)?;
+        std::fs::write(tmp.join("reason.txt"), reason)?;
+        Ok(())
+    })
+}
+
 /// Creates directory `dir` atomically: `fill` writes into a temporary directory beside it, which is then
 /// renamed into place. An existing `dir` (a resumed campaign re-running a test) is kept as it is.
 fn write_dir(dir: &Path, fill: impl FnOnce(&Path) -> anyhow::Result<()>) -> anyhow::Result<()> {

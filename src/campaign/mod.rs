@@ -343,7 +343,9 @@ fn process(
     }
     stats.nondeterministic += d.nondeterministic;
     stats.flaky += d.flaky;
-    stats.record(&d.outcomes, &d.judgement, d.test.target_pass.as_deref());
+    if stats.record(d.test.id, &d.outcomes, &d.judgement, d.test.target_pass.as_deref()) {
+        finding::write_invalid(&settings.out, &d.test, &d.outcomes)?;
+    }
     if let Some(v) = finding::primary(&d.judgement) {
         let sig = finding::signature(target, v);
         let new = !stats.signatures.contains_key(&sig);

@@ -161,25 +161,45 @@ pub struct RelaxSynthSource {
     pub patterns: Vec<crate::pattern::relax::RelaxPattern>,
 }
 
+/// What a recipe asks of the TVM worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecipeUse {
+    /// A test: splice, compile under the configuration, run.
+    Test,
+    /// The pattern check: splice only; answer with the pattern's module JSON (and its shrunk script).
+    Check,
+    /// A test compiled with TIR's argument assertions on (the pattern check's reference run: catches
+    /// PrimFunc calls whose shapes disagree, which the campaign's assertion-free builds would not).
+    Strict,
+}
+
 /// The recipe of a Relax-synthesized test (what `python/oatest_tvm.py` reads).
 pub fn relax_recipe(
     seed_onnx: &[u8],
     pattern: &crate::pattern::relax::RelaxPattern,
     rng: u32,
-    check_only: bool,
+    usage: RecipeUse,
 ) -> Vec<u8> {
     let hex: String = seed_onnx.iter().map(|b| format!("{b:02x}")).collect();
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "kind": "oatest-relax-synth",
         "seed_onnx": hex,
         "pattern": pattern.script,
         "pass": pattern.pass,
         "provenance": pattern.provenance,
         "rng": rng,
-        "check_only": check_only,
-    })
-    .to_string()
-    .into_bytes()
+        "check_only": usage == RecipeUse::Check,
+    });
+    if let (Some(ir), false) = (&pattern.ir_json, usage == RecipeUse::Check) {
+        v["pattern_ir"] = serde_json::Value::String(ir.clone());
+    }
+    if pattern.shrunk {
+        v["pattern_shrunk"] = serde_json::Value::Bool(true);
+    }
+    if usage == RecipeUse::Strict {
+        v["strict"] = serde_json::Value::Bool(true);
+    }
+    v.to_string().into_bytes()
 }
 
 /// The seed model inside a recipe (`None` when the bytes are not a recipe).
@@ -202,7 +222,7 @@ impl TestSource for RelaxSynthSource {
         let m = generate(self.seed, id, &self.cfg);
         let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))?;
         let p = &self.patterns[rng.random_range(0..self.patterns.len())];
-        let model = relax_recipe(&onnx::encode_model(&m), p, rng.random(), false);
+        let model = relax_recipe(&onnx::encode_model(&m), p, rng.random(), RecipeUse::Test);
         let origin = format!("synth:{}:{}", p.pass, p.provenance.test.as_deref().unwrap_or("?"));
         Ok(Test { id, model, inputs, origin, target_pass: Some(p.pass.clone()) })
     }

@@ -60,6 +60,9 @@ pub struct Stats {
     pub timeline: Vec<(f64, u64)>,
 }
 
+/// How many invalid tests a campaign keeps as examples.
+pub const INVALID_EXAMPLES: usize = 10;
+
 impl Stats {
     pub fn new(target: &str, version: &str, seed: u64) -> Stats {
         let mut s = Stats { target: target.into(), target_version: version.into(), seed, ..Default::default() };
@@ -69,16 +72,20 @@ impl Stats {
         s
     }
 
-    /// Counts one executed test.
-    pub fn record(&mut self, outcomes: &[Outcome], j: &Judgement, target_pass: Option<&str>) {
+    /// Counts one executed test; true when it is one of the first [`INVALID_EXAMPLES`] invalid tests (whose
+    /// message `invalid_examples` keeps, and which the campaign saves under `invalid/`).
+    pub fn record(&mut self, id: u64, outcomes: &[Outcome], j: &Judgement, target_pass: Option<&str>) -> bool {
         self.tests_executed += 1;
+        let mut example = false;
         if j.valid {
             self.tests_valid += 1;
         } else if let Some(r) = &j.invalid_reason {
             *self.invalid_reasons.entry(r.clone()).or_default() += 1;
-            if self.invalid_examples.len() < 10 {
+            if self.invalid_examples.len() < INVALID_EXAMPLES {
                 if let Some(o) = outcomes.first() {
-                    self.invalid_examples.push(o.status.message().chars().take(300).collect());
+                    let message: String = o.status.message().chars().take(300).collect();
+                    self.invalid_examples.push(format!("test {id}: {message}"));
+                    example = true;
                 }
             }
         }
@@ -97,6 +104,7 @@ impl Stats {
                 e[1] += 1;
             }
         }
+        example
     }
 
     /// Counts one finding with its primary symptom and signature.

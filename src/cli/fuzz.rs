@@ -144,9 +144,10 @@ fn timestamp(secs: u64) -> String {
 }
 
 /// Relax synthesis: the library's patterns whose pass is an optional pass of the TVM pipeline and fires with its
-/// default arguments, checked in TVM workers (they parse and their entry takes static tensors).
+/// default arguments, checked in TVM workers spliced into a probe seed (`pattern::relax::check_library`).
 fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow::Result<RelaxSynthSource> {
-    use crate::pattern::relax::{load_library, pipeline_optional_passes};
+    use crate::pattern::relax::{check_library, load_library, pipeline_optional_passes, Verdict};
+    let t0 = std::time::Instant::now();
     let (patterns, bad) = load_library(dir)?;
     for b in bad.iter().take(5) {
         eprintln!("warning: skipped {b}");
@@ -155,23 +156,36 @@ fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow:
     let n = patterns.len();
     let candidates: Vec<_> =
         patterns.into_iter().filter(|p| p.fires_with_default_args && optional.contains(&p.pass)).collect();
+    let n_candidates = candidates.len();
     let mut spec = WorkerSpec::new(TargetKind::Tvm)?;
     spec.timeout = std::time::Duration::from_millis(s.timeout_ms);
     let pool = crate::target::worker::Pool::start(&spec, s.jobs.clamp(1, candidates.len().max(1)))?;
-    let probe = crate::graph::onnx::encode_model(&crate::seedgen::generate(0, 0, &cfg));
-    let reference = Config::level(crate::target::Level::Disable);
-    let usable: Vec<_> = pool
-        .map(candidates, |w, p| {
-            let recipe = campaign::source::relax_recipe(&probe, &p, 0, true);
-            (w.run(&recipe, &[], &reference).status == crate::target::Status::Ok).then_some(p)
-        })
-        .into_iter()
-        .flatten()
-        .collect();
+    let probe = crate::seedgen::generate(0, 0, &cfg);
+    let (checked, from_cache) = check_library(&pool, candidates, &probe)?;
+    let mut rejected: std::collections::BTreeMap<&str, usize> = Default::default();
+    let (mut usable, mut shrunk) = (Vec::new(), 0);
+    for (p, v) in checked {
+        shrunk += (v == Verdict::Usable && p.shrunk) as usize;
+        match v {
+            Verdict::Usable => usable.push(p),
+            Verdict::NoSplice(_) => *rejected.entry("do not splice").or_default() += 1,
+            Verdict::ReferenceFails(_) => *rejected.entry("fail at the reference").or_default() += 1,
+            Verdict::DoesNotFire => *rejected.entry("do not fire once spliced").or_default() += 1,
+            Verdict::Nondeterministic => *rejected.entry("are nondeterministic").or_default() += 1,
+        }
+    }
+    usable.sort_by(|a, b| (&a.pass, &a.script).cmp(&(&b.pass, &b.script)));
+    let mut why: Vec<String> = rejected.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    if shrunk > 0 {
+        why.push(format!("{shrunk} usable once shrunk"));
+    }
     eprintln!(
-        "{} of {n} Relax patterns in {} target an optional pass of the pipeline and can be spliced",
+        "{} of {n} Relax patterns in {} are usable ({n_candidates} target an optional pass of the pipeline and \
+         fire with default arguments; of those {}), checked in {:.1} s ({from_cache} verdicts cached)",
         usable.len(),
-        dir.display()
+        dir.display(),
+        if why.is_empty() { "none rejected".to_string() } else { why.join(", ") },
+        t0.elapsed().as_secs_f64()
     );
     anyhow::ensure!(!usable.is_empty(), "no usable Relax patterns in {}", dir.display());
     Ok(RelaxSynthSource { seed: s.seed, cfg, patterns: usable })

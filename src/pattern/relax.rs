@@ -27,6 +27,13 @@ pub struct RelaxPattern {
     pub provenance: Provenance,
     pub tvm_version: String,
     pub script: String,
+    /// The parsed module as TVM JSON, filled by [`check_library`] (loading it is ~20x faster than parsing the
+    /// script); recipes carry it as `pattern_ir`.
+    #[serde(skip)]
+    pub ir_json: Option<String>,
+    /// The script was shrunk by the check (large dimensions divided, see `python/oatest_tvm.py`'s `shrink`).
+    #[serde(skip)]
+    pub shrunk: bool,
 }
 
 impl RelaxPattern {
@@ -71,6 +78,142 @@ pub fn load_library(dir: &Path) -> anyhow::Result<(Vec<RelaxPattern>, Vec<String
         }
     }
     Ok((ok, bad))
+}
+
+/// Why a pattern is not used for synthesis (see [`check_library`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Verdict {
+    Usable,
+    /// It does not parse, its entry does not take static tensors, or it does not splice into a well-formed
+    /// module.
+    NoSplice(String),
+    /// Spliced into the probe seed, the reference configuration fails (it would make invalid tests).
+    ReferenceFails(String),
+    /// Spliced into the probe seed and compiled at `all`, its pass does not fire.
+    DoesNotFire,
+    /// Two reference runs of the probe disagree (e.g. it returns memory it never wrote): its tests could
+    /// never be judged.
+    Nondeterministic,
+}
+
+/// Part of the cache key: bump when what [`check_library`] checks changes.
+const CHECK_VERSION: u32 = 3;
+
+/// What [`check_library`] keeps per pattern (keyed by the script's hash) in its cache file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Checked {
+    verdict: Verdict,
+    ir_json: Option<String>,
+    /// The script synthesis uses, when the check shrank the pattern.
+    shrunk: Option<String>,
+    /// How the probe failed at `all`, if it did (a bug the pattern leads to, or a seed TVM cannot take).
+    all_failed: Option<String>,
+}
+
+/// The file where checks are kept between campaigns: `$OATEST_CACHE_DIR`, else `$XDG_CACHE_HOME/oatest`, else
+/// `~/.cache/oatest`; one file per (runner source, TVM version, probe seed), so any change re-checks.
+fn cache_file(key: &str) -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("OATEST_CACHE_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| std::path::PathBuf::from(d).join("oatest")))
+        .or_else(|| std::env::var_os("HOME").map(|d| std::path::PathBuf::from(d).join(".cache").join("oatest")))?;
+    Some(dir.join(format!("tvm-pattern-checks-{key}.json")))
+}
+
+/// Checks each pattern in TVM workers the way synthesis will use it, spliced into `probe` (a generated seed
+/// with its inputs): it must splice (parse, static tensor parameters, a well-formed result), the spliced
+/// module must run cleanly at the reference configuration with TIR's argument assertions on and give the
+/// same outputs without them (deterministic), and compiled at `all` its pass must fire (a run at
+/// `all` that errors or crashes keeps the pattern: that may be the bug it leads to). Returns every pattern
+/// with its verdict (usable ones carry their module JSON) and how many verdicts came from the cache (see
+/// [`cache_file`]).
+pub fn check_library(
+    pool: &crate::target::worker::Pool,
+    patterns: Vec<RelaxPattern>,
+    probe: &crate::graph::Model,
+) -> anyhow::Result<(Vec<(RelaxPattern, Verdict)>, usize)> {
+    use crate::target::{Config, Level, Status};
+    let probe_bytes = crate::graph::onnx::encode_model(probe);
+    let inputs = crate::target::inputs::generate(&probe.graph, 0)?;
+    let runner = include_str!("../../python/oatest_tvm.py");
+    let probe_hex: String = probe_bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let key = crate::util::stable_hash(&format!("{CHECK_VERSION}\n{runner}\n{}\n{probe_hex}", pool.info().version));
+    let file = cache_file(&key);
+    let mut cache: std::collections::BTreeMap<String, Checked> = file
+        .as_ref()
+        .and_then(|f| std::fs::read(f).ok())
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let (known, todo): (Vec<_>, Vec<_>) =
+        patterns.into_iter().partition(|p| cache.contains_key(&crate::util::stable_hash(&p.script)));
+    let from_cache = known.len();
+    let (reference, all) = (Config::level(Level::Disable), Config::level(Level::All));
+    let keys: Vec<String> = todo.iter().map(|p| crate::util::stable_hash(&p.script)).collect();
+    let fresh = pool.map(todo, |w, mut p| {
+        use crate::campaign::source::{relax_recipe, RecipeUse};
+        let check = relax_recipe(&probe_bytes, &p, 0, RecipeUse::Check);
+        let o = w.run(&check, &[], &reference);
+        if o.status != Status::Ok {
+            let verdict = Verdict::NoSplice(format!("{}: {}", o.status.kind(), o.status.message()));
+            return (p, Checked { verdict, ir_json: None, shrunk: None, all_failed: None });
+        }
+        let text = |name: &str| {
+            o.outputs.iter().find(|t| t.name == name).and_then(|t| match &t.tensor.data {
+                crate::graph::TensorData::Raw(b) => String::from_utf8(b.clone()).ok(),
+                _ => None,
+            })
+        };
+        p.ir_json = text("pattern_ir");
+        let original = std::mem::take(&mut p.script);
+        let shrunk = text("pattern_script").filter(|s| *s != original);
+        p.script = shrunk.clone().unwrap_or(original);
+        p.shrunk = shrunk.is_some();
+        let r = w.run(&relax_recipe(&probe_bytes, &p, 0, RecipeUse::Strict), &inputs, &reference);
+        let recipe = relax_recipe(&probe_bytes, &p, 0, RecipeUse::Test);
+        let same = |a: &crate::target::Outcome, b: &crate::target::Outcome| {
+            crate::oracle::distance(&a.outputs, &b.outputs, 0.0).is_ok_and(|d| d.max == 0.0)
+        };
+        let verdict = if r.status != Status::Ok {
+            (Verdict::ReferenceFails(format!("{}: {}", r.status.kind(), r.status.message())), None)
+        } else if !same(&r, &w.run(&recipe, &inputs, &reference)) {
+            (Verdict::Nondeterministic, None)
+        } else {
+            let a = w.run(&recipe, &inputs, &all);
+            // an `all` run that failed after the pass ran still tells whether it fired
+            let known = a.status == Status::Ok || a.passes_ran.contains(&p.pass);
+            let note = (a.status != Status::Ok).then(|| format!("{}: {}", a.status.kind(), a.status.message()));
+            (if known && !a.passes_fired.contains(&p.pass) { Verdict::DoesNotFire } else { Verdict::Usable }, note)
+        };
+        let (verdict, all_failed) = verdict;
+        let ir_json = p.ir_json.clone();
+        (p, Checked { verdict, ir_json, shrunk, all_failed })
+    });
+    let mut out = Vec::new();
+    for (key, (p, c)) in keys.into_iter().zip(fresh) {
+        cache.insert(key, c.clone());
+        out.push((p, c.verdict));
+    }
+    let had_new = !out.is_empty();
+    for mut p in known {
+        let c = &cache[&crate::util::stable_hash(&p.script)];
+        p.ir_json = c.ir_json.clone();
+        if let Some(s) = &c.shrunk {
+            p.script = s.clone();
+            p.shrunk = true;
+        }
+        out.push((p, c.verdict.clone()));
+    }
+    if let (Some(f), true) = (&file, had_new) {
+        let write = f
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .map_err(anyhow::Error::from)
+            .and_then(|_| crate::util::write_atomic(f, &serde_json::to_vec(&cache)?));
+        if let Err(e) = write {
+            eprintln!("warning: cannot keep the pattern checks in {}: {e:#}", f.display());
+        }
+    }
+    Ok((out, from_cache))
 }
 
 #[cfg(test)]
