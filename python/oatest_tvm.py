@@ -22,6 +22,9 @@ import math
 import os
 import random
 import re
+import shutil
+import subprocess
+import tempfile
 
 import numpy as np
 import onnx
@@ -74,17 +77,65 @@ NAMES = {name for name, _ in PIPELINE}
 
 # Tests compile with LLVM at -O0: oatest tests the Relax passes, and -O0 makes codegen ~5x faster (0.04 s
 # instead of 0.19 s for a 16-PrimFunc module). The reference and the optimized configuration share it.
-LLVM = {"kind": "llvm", "opt-level": 0}
+LLVM: dict = {"kind": "llvm", "opt-level": 0}
+
+
+def _cpu_flags() -> set:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError:
+        return set()
+
+
+# float16 arithmetic otherwise goes through libgcc's conversion calls (a third of the run time of float16 tests)
+if {"avx", "f16c"} <= _cpu_flags():
+    LLVM["mattr"] = ["+avx", "+f16c"]
 
 
 # TIR argument assertions off: they are most of each PrimFunc's code and made the JIT at VM start 3x slower.
 # They only check calls a correct program never makes; a pass that breaks a call still shows as a crash or a
-# wrong result.
-PASS_CONFIG = {"tirx.disable_assert": True}
+# wrong result (and the pattern check runs with them on). TIR's own CSE and storage rewriting are off too:
+# oatest tests Relax passes, and both builds of a test are lowered the same way.
+PASS_CONFIG = {"tirx.disable_assert": True, "tirx.disable_cse_tir": True, "tirx.disable_storage_rewrite": True}
 
 
 def _target():
     return tvm.target.Target(LLVM, host=LLVM)
+
+
+# Loading a build: the Relax VM JIT-compiles its LLVM module with MCJIT, which always generates code at -O3
+# (2-3 ms per PrimFunc). Emitting the object file at the target's -O0 and linking it with `ld -shared` takes half
+# as long, so builds are loaded that way when `ld` exists (and through the JIT otherwise).
+_LD = shutil.which("ld")
+_SO_DIR: str | None = None
+_SO_COUNT = 0
+
+
+def _ld_shared(output, objects, options=None, cc=None, cwd=None, ccache_env=None):
+    subprocess.run([_LD, "-shared", "-o", output, *objects], check=True, capture_output=True)
+
+
+_ld_shared.output_format = "so"
+
+
+def load(ex):
+    """A runtime module for a build, ready for relax.VirtualMachine."""
+    global _SO_DIR, _SO_COUNT
+    if _LD is None or os.environ.get("OATEST_TVM_JIT") == "1":
+        return ex
+    if _SO_DIR is None:
+        _SO_DIR = tempfile.mkdtemp(prefix="oatest-tvm-")
+    _SO_COUNT += 1
+    path = os.path.join(_SO_DIR, f"build{_SO_COUNT}.so")
+    try:
+        ex.export_library(path, fcompile=_ld_shared)
+        return tvm.runtime.load_module(path)
+    except Exception:  # noqa: BLE001 - whatever failed, the JIT path gives the build its own error
+        return ex
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)  # loaded libraries stay mapped
 
 
 _FOLD_BUILDS: dict = {}
@@ -134,15 +185,25 @@ def passes_for(level: str, disabled: list[str]) -> list[str]:
 
 @tvm.instrument.pass_instrument
 class Recorder:
-    """Records the pipeline passes that ran and those that changed the module."""
+    """Records the pipeline passes that ran and those that changed the module. Hashing a module costs ~0.25 ms,
+    so a pass that returns the very same module object did not change it, and the module a pass returns keeps
+    its hash for the next pass."""
 
     def __init__(self):
         self.stack = []
         self.ran = []
         self.fired = []
+        self.known = None  # (module, its structural hash)
+
+    def _hash(self, mod):
+        if self.known is not None and self.known[0].same_as(mod):
+            return self.known[1]
+        h = structural_hash(mod)
+        self.known = (mod, h)
+        return h
 
     def run_before_pass(self, mod, info):
-        self.stack.append(structural_hash(mod) if info.name in NAMES else None)
+        self.stack.append(mod if info.name in NAMES else None)
 
     def run_after_pass(self, mod, info):
         before = self.stack.pop()
@@ -150,7 +211,9 @@ class Recorder:
             return
         if info.name not in self.ran:
             self.ran.append(info.name)
-        if structural_hash(mod) != before and info.name not in self.fired:
+        if before.same_as(mod) or info.name in self.fired:
+            return
+        if self._hash(before) != self._hash(mod):
             self.fired.append(info.name)
 
 
@@ -228,6 +291,21 @@ def bridge(bb, v, src, dst):
     if sd != dd:
         x = bb.emit(relax.op.astype(x, dd))
     return x
+
+
+def bridge_cost(src, dst) -> int:
+    """How many bindings `bridge` emits for src -> dst."""
+    (sd, ss), (dd, ds) = src, dst
+    n = 0
+    if ss != ds:
+        n_src, n_dst = math.prod(ss), math.prod(ds)
+        if n_src == n_dst:
+            n = 1
+        elif len(ss) == len(ds) and (all(a >= b for a, b in zip(ss, ds)) or all(a <= b for a, b in zip(ss, ds))):
+            n = 1
+        else:
+            n = 3 if n_src > n_dst else 4
+    return n + (sd != dd)
 
 
 PATTERN_NAME = "oatest_pattern"
@@ -392,7 +470,10 @@ def _splice(bb, pgv, ptypes, avail, rng):
         if same:
             args.append(rng.choice(same))
         elif avail:
-            v = rng.choice(avail)
+            # the cheapest bridges only: every bridge op is one more PrimFunc to compile in both builds
+            cost = {id(v): bridge_cost(_static(v.ty), (dtype, dims)) for v in avail}
+            least = min(cost.values())
+            v = rng.choice([v for v in avail if cost[id(v)] == least])
             args.append(bridge(bb, v, _static(v.ty), (dtype, dims)))
         else:
             args.append(bb.emit(relax.op.zeros(dims, dtype)))
@@ -457,7 +538,7 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
             import ctypes
 
             ctypes.string_at(0)
-        vm = relax.VirtualMachine(ex, tvm.cpu())
+        vm = relax.VirtualMachine(load(ex), tvm.cpu())
         graph_inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
         feeds = dict(_to_numpy(t) for t in inputs)
         args = [tvm.runtime.tensor(feeds[n]) for n in graph_inputs]

@@ -64,6 +64,22 @@ def test_astype_bridge_casts_last():
     np.testing.assert_array_equal(got, X.astype("int32"))
 
 
+@pytest.mark.parametrize(
+    "dst",
+    [("float32", (3, 4)), ("float32", (4, 3)), ("float32", (2, 2)), ("float32", (4, 6)), ("float32", (2, 2, 4)),
+     ("float32", (5,)), ("int32", (3, 4)), ("float16", (2, 2, 4))],
+)
+def test_bridge_cost_counts_the_bindings_a_bridge_emits(dst):
+    bb = relax.BlockBuilder()
+    v = relax.Var("x", relax.TensorType(X.shape, "float32"))
+    with bb.function("main", [v]):
+        with bb.dataflow():
+            out = bb.emit_output(T.bridge(bb, v, ("float32", (3, 4)), dst))
+        bb.emit_func_output(out)
+    emitted = len(bb.get()["main"].body.blocks[0].bindings) - 1  # the output binding
+    assert T.bridge_cost(("float32", (3, 4)), dst) == emitted
+
+
 PATTERN = """
 # from tvm.script import ir as I
 # from tvm.script import relax as R

@@ -147,7 +147,7 @@ pub fn run(
     let target_version = infos.iter().map(|i| i.version.clone()).collect::<Vec<_>>().join(",");
     let (mut next_id, mut stats) =
         resume.unwrap_or_else(|| (0, Stats::new(&target_name, &target_version, settings.seed)));
-    let prior_elapsed = stats.elapsed_sec;
+    let prior_elapsed = stats.elapsed_sec - stats.triage_finish_sec; // testing time so far
     let oracle = Oracle { tolerance: settings.tolerance };
 
     // worker threads: each owns its workers, takes tests from a bounded queue, runs and judges them
@@ -173,7 +173,10 @@ pub fn run(
     let mut triager = (settings.triage && kinds.len() == 1).then(|| {
         let mut spec = WorkerSpec::new(kinds[0].clone()).expect("the lanes started this kind");
         spec.ort_lib = settings.ort_lib.clone();
+        // the triager must not slow the campaign: its worker only gets CPU time the campaign leaves (it catches
+        // up when the campaign's workers stop), and its hang limit counts that CPU time
         spec.timeout = Duration::from_millis(settings.timeout_ms);
+        spec.background = true;
         spec.mem_limit_mb = Some(settings.mem_mb);
         let limits = crate::triage::reduce::Limits { max_checks: 1000, time: Duration::from_secs(60) };
         triager::Triager::start(spec, settings.out.join("bugs"), oracle.clone(), limits, stop.clone())
@@ -264,6 +267,9 @@ pub fn run(
     for t in threads {
         let _ = t.join();
     }
+    // rates are over the testing time; finishing triage is reported on its own
+    let tested = elapsed();
+    stats.refresh(tested);
     if let Some(mut t) = triager.take() {
         progress.note("finishing triage of the first finding of each signature");
         let left = t.finish();
@@ -276,7 +282,8 @@ pub fn run(
         }
     }
     let el = elapsed();
-    stats.refresh(el);
+    stats.triage_finish_sec += el - tested;
+    stats.elapsed_sec = el;
     stats.sample(el);
     save(&settings, next_id, &stats)?;
     progress.finish();

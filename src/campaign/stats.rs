@@ -32,6 +32,10 @@ pub struct Stats {
     /// Raw findings by their primary symptom.
     pub by_symptom: BTreeMap<String, u64>,
     pub elapsed_sec: f64,
+    /// Seconds spent after the last test finished, completing the triage of each signature's first finding
+    /// (not part of the testing time that `tests_per_sec` divides by).
+    #[serde(default)]
+    pub triage_finish_sec: f64,
     // --- beyond the required fields ---
     pub gen_time_sec: f64,
     /// Tests whose source failed to build them.

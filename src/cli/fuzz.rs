@@ -290,7 +290,17 @@ fn print_summary(s: &campaign::Summary) {
     let st = &s.stats;
     println!("{}", if s.interrupted { "campaign interrupted (resume with --resume)" } else { "campaign finished" });
     println!("  target            {} {}", st.target, st.target_version);
-    println!("  tests executed    {} ({:.1} tests/s, {:.0} s)", st.tests_executed, st.tests_per_sec, st.elapsed_sec);
+    println!(
+        "  tests executed    {} ({:.1} tests/s, {:.0} s{})",
+        st.tests_executed,
+        st.tests_per_sec,
+        st.elapsed_sec - st.triage_finish_sec,
+        if st.triage_finish_sec > 0.5 {
+            format!(", then {:.0} s finishing triage", st.triage_finish_sec)
+        } else {
+            String::new()
+        }
+    );
     println!("  validity          {:.2}% ({} valid)", st.validity_rate * 100.0, st.tests_valid);
     println!("  generation time   {:.1}% of wall time", st.gen_time_share * 100.0);
     println!("  passes fired      {} distinct", st.passes_fired.len());

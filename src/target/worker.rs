@@ -137,6 +137,24 @@ pub struct WorkerSpec {
     pub timeout: Duration,
     /// Address-space limit of the worker, in MiB.
     pub mem_limit_mb: Option<u64>,
+    /// Background work (the campaign's triager): the worker runs under SCHED_IDLE, so it only takes CPU time
+    /// the campaign leaves, and its hang limit counts the CPU time it got (up to [`BACKGROUND_WALL_FACTOR`]
+    /// times the limit in wall time), so that waiting for the CPU never looks like a hang.
+    pub background: bool,
+}
+
+/// A background worker's request ends, however little CPU it got, after this many hang limits of wall time.
+pub const BACKGROUND_WALL_FACTOR: u32 = 6;
+
+/// CPU time (user + system) a process has used so far, from /proc.
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // after the command: state is field 3, utime 14 and stime 15 (1-based, as in proc(5))
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some(Duration::from_millis(ticks * 1000 / hz))
 }
 
 impl WorkerSpec {
@@ -147,6 +165,7 @@ impl WorkerSpec {
             ort_lib: None,
             timeout: Duration::from_secs(10),
             mem_limit_mb: Some(8192),
+            background: false,
         })
     }
 }
@@ -240,6 +259,22 @@ impl Worker {
         self.spec.timeout
     }
 
+    /// The next frame of a request started at `start`, within the hang limit (see [`WorkerSpec::background`]).
+    fn wait(proc: &mut Proc, start: Instant, spec: &WorkerSpec) -> Got {
+        let limit = spec.timeout;
+        let cpu0 = if spec.background { cpu_time(proc.child.id()) } else { None };
+        let mut deadline = start + limit;
+        loop {
+            let got = proc.stdout.next(deadline);
+            let (Got::TimedOut, Some(cpu0)) = (&got, cpu0) else { return got };
+            let used = cpu_time(proc.child.id()).map_or(limit, |c| c.saturating_sub(cpu0));
+            if used >= limit || start.elapsed() >= limit * BACKGROUND_WALL_FACTOR {
+                return got;
+            }
+            deadline = Instant::now() + (limit - used).max(Duration::from_millis(100));
+        }
+    }
+
     /// Starts a worker and waits for its greeting; a worker that cannot serve is an error with its reason.
     pub fn start(spec: WorkerSpec) -> anyhow::Result<Worker> {
         let mut w = Worker {
@@ -269,11 +304,15 @@ impl Worker {
         if std::env::var_os("RUST_BACKTRACE").is_none() {
             cmd.env("RUST_BACKTRACE", "0");
         }
-        let limit = self.spec.mem_limit_mb;
+        let (limit, background) = (self.spec.mem_limit_mb, self.spec.background);
         use std::os::unix::process::CommandExt;
-        // SAFETY: only async-signal-safe calls (setrlimit, prctl) between fork and exec.
+        // SAFETY: only async-signal-safe calls (setrlimit, sched_setscheduler, prctl) between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
+                if background {
+                    let param = libc::sched_param { sched_priority: 0 };
+                    libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+                }
                 if let Some(mb) = limit {
                     let bytes = mb.saturating_mul(1 << 20);
                     let rl = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
@@ -359,7 +398,7 @@ impl Worker {
             let sent = write_frame(&mut proc.stdin, &req).is_ok();
             for config in rest {
                 let start = Instant::now();
-                let got = if sent { proc.stdout.next(start + self.spec.timeout) } else { Got::Gone };
+                let got = if sent { Self::wait(proc, start, &self.spec) } else { Got::Gone };
                 let ms = start.elapsed().as_secs_f64() * 1e3;
                 match got {
                     Got::Frame(Response::Outcome(mut o)) => {
