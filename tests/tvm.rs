@@ -167,3 +167,37 @@ fn a_tvm_campaign_synthesizes_from_relax_patterns_and_triggers_their_passes() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(json(&out2.join("stats.json"))["passes_fired"]["LegalizeOps"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn a_relax_level_finding_is_reduced_in_its_seed_graph_and_keeps_the_pattern_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    small_library(&lib, &["FuseOps"], 1);
+    let pattern_file = std::fs::read_dir(lib.join("FuseOps")).unwrap().next().unwrap().unwrap().path();
+    let pattern = json(&pattern_file);
+    // a seed of 5 nodes whose injected fault (outputs + 1) needs FuseOps, which the pattern fires on its own
+    let seed = chain(&["Relu", "Sigmoid", "Neg", "Abs", "Exp"], Some(("wrong", "FuseOps")));
+    let hex: String = seed.iter().map(|b| format!("{b:02x}")).collect();
+    let recipe = serde_json::json!({
+        "kind": "oatest-relax-synth", "seed_onnx": hex, "pattern": pattern["script"], "pass": "FuseOps",
+        "provenance": pattern["provenance"], "rng": 1, "check_only": false,
+    });
+    let file = dir.path().join("recipe.json");
+    std::fs::write(&file, recipe.to_string()).unwrap();
+    let out = dir.path().join("bug");
+    let o = oatest_faulty(&["reduce", file.to_str().unwrap(), "--target", "tvm", "--out", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("culprits: FuseOps"), "{stdout}");
+    let bug = json(&out.join("bug.json"));
+    let t = &bug["triage"];
+    assert_eq!(t["original_nodes"], 5, "{bug}");
+    assert!(t["nodes"].as_u64().unwrap() < 5, "the seed graph is reduced: {bug}");
+    // the pattern is needed (a seed without it shows nothing), so the minimized test is still a recipe
+    let minimized = std::fs::read(out.join("model.onnx")).unwrap();
+    let recipe: serde_json::Value = serde_json::from_slice(&minimized).expect("model.onnx is a recipe");
+    assert_eq!(recipe["pattern"], pattern["script"]);
+    assert_eq!(std::fs::read(out.join("original.onnx")).unwrap(), std::fs::read(&file).unwrap());
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("Relax pattern (from TVM's"), "{report}");
+}

@@ -202,6 +202,14 @@ pub fn relax_recipe(
     v.to_string().into_bytes()
 }
 
+/// A recipe with another seed graph (`None` when the bytes are not a recipe).
+pub fn recipe_with_seed(recipe: &[u8], seed_onnx: &[u8]) -> Option<Vec<u8>> {
+    let mut v: serde_json::Value = serde_json::from_slice(recipe).ok()?;
+    let hex: String = seed_onnx.iter().map(|b| format!("{b:02x}")).collect();
+    *v.get_mut("seed_onnx")? = serde_json::Value::String(hex);
+    Some(v.to_string().into_bytes())
+}
+
 /// The seed model inside a recipe (`None` when the bytes are not a recipe).
 pub fn recipe_seed(bytes: &[u8]) -> Option<crate::graph::Model> {
     if bytes.first() != Some(&b'{') {

@@ -124,7 +124,12 @@ pub struct ReduceArgs {
 }
 
 pub fn reduce(a: ReduceArgs) -> anyhow::Result<()> {
-    let model = onnx::load(&a.model)?;
+    // an ONNX model, or a Relax synthesis recipe (tvm): then the seed graph inside it is what gets reduced
+    let file = std::fs::read(&a.model).with_context(|| format!("cannot read {}", a.model.display()))?;
+    let (model, raw) = match crate::campaign::source::recipe_seed(&file) {
+        Some(seed) => (seed, Some(file)),
+        None => (onnx::load(&a.model)?, None),
+    };
     let feeds = match &a.inputs {
         Some(p) => inputs::read(p, &model.graph)?,
         None => inputs::generate(&model.graph, a.seed)
@@ -137,13 +142,14 @@ pub fn reduce(a: ReduceArgs) -> anyhow::Result<()> {
         a.configs.iter().map(|c| Config::parse(c)).collect::<anyhow::Result<_>>()?
     };
     anyhow::ensure!(configs.len() >= 2, "--config: give a reference and at least one configuration to compare");
-    let bytes = onnx::encode_model(&model);
+    let bytes = raw.clone().unwrap_or_else(|| onnx::encode_model(&model));
     let oracle = Oracle { tolerance: a.opts.tolerance };
     let outcomes = w.run_configs(&bytes, &feeds, &configs);
     let judgement = oracle.judge(&outcomes);
     let (target, version) = (w.info.target.clone(), w.info.version.clone());
     let source = a.model.display().to_string();
-    let Some(finding) = Finding::from_runs(&target, &version, Case { model, feeds }, &outcomes, &judgement, &source)?
+    let Some(mut finding) =
+        Finding::from_runs(&target, &version, Case { model, feeds }, &outcomes, &judgement, &source)?
     else {
         anyhow::bail!(
             "{}: no finding to reduce ({})",
@@ -155,6 +161,7 @@ pub fn reduce(a: ReduceArgs) -> anyhow::Result<()> {
             }
         );
     };
+    finding.raw = raw;
     println!("{}: {} under {}", a.model.display(), finding.symptom, finding.config);
     let mut r = Reproducer { worker: &mut w, oracle: oracle.clone(), finding, runs: 0 };
     let (t, m) = triage::triage(&mut r, a.opts.limits());

@@ -37,15 +37,18 @@ pub struct Finding {
     /// Where it came from (a campaign's finding directory, or a model file).
     pub source: String,
     /// The bytes the target runs when they are not the ONNX encoding of `case.model`: a Relax synthesis
-    /// recipe (TVM), whose `case.model` is the seed graph. Such findings get culprits, not graph reduction.
+    /// recipe (TVM), whose `case.model` is the seed graph. Reduction then reduces the seed graph inside the
+    /// recipe (the Relax pattern is kept whole).
     pub raw: Option<Vec<u8>>,
 }
 
 impl Finding {
-    /// What the target is given for `case`.
+    /// What the target is given for `case`: its ONNX encoding, or the finding's recipe with `case.model` as
+    /// the seed graph.
     pub fn bytes(&self, case: &Case) -> Vec<u8> {
         match &self.raw {
-            Some(b) => b.clone(),
+            Some(b) => crate::campaign::source::recipe_with_seed(b, &onnx::encode_model(&case.model))
+                .unwrap_or_else(|| b.clone()),
             None => onnx::encode_model(&case.model),
         }
     }
@@ -282,6 +285,11 @@ pub struct Triaged {
 /// What `triage` hands to the report writer besides the record.
 pub struct Minimized {
     pub case: Case,
+    /// What the target runs for `case` (its ONNX encoding, or a recipe when the Relax pattern is needed).
+    pub model_bytes: Vec<u8>,
+    /// The minimized test is still a Relax-level recipe (false for ONNX findings, and for recipe findings whose
+    /// seed graph shows the bug without the pattern).
+    pub pattern_needed: bool,
     pub reference: Option<Outcome>,
     pub shown: Option<Outcome>,
     /// The run with the culprits disabled (what disabling them changes).
@@ -303,7 +311,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         }
         None => false,
     };
-    if confirmed && r.finding.raw.is_none() {
+    if confirmed {
         let cell = std::cell::RefCell::new(&mut *r);
         let out = reduce::reduce(
             original.clone(),
@@ -316,6 +324,17 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         last = r.check(&case, &culprits);
         confirmed = last.is_some();
     }
+    // a Relax-level test whose minimized seed graph shows the bug on its own does not need its pattern: the bug
+    // is then filed as that plain model (the finding's recipe stays the original)
+    let mut pattern_needed = r.finding.raw.is_some();
+    if confirmed && pattern_needed {
+        let raw = r.finding.raw.take();
+        checks += 1;
+        if let Some(runs) = r.check(&case, &culprits) {
+            (last, pattern_needed) = (Some(runs), false);
+        }
+        r.finding.raw = raw;
+    }
     let (reference, mut shown) = match last {
         Some((a, b)) => (Some(a), Some(b)),
         None => (None, None),
@@ -323,7 +342,11 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     // the report and repro.py use the finding's own configuration when the minimized model shows the symptom
     // there too (what users run), else the configuration with only the culprits on
     let mut config = if culprits.is_empty() { r.finding.config.clone() } else { r.config_enabling(&culprits) };
-    let model_bytes = r.finding.bytes(&case);
+    let model_bytes = if pattern_needed || r.finding.raw.is_none() {
+        r.finding.bytes(&case)
+    } else {
+        onnx::encode_model(&case.model)
+    };
     if confirmed && config != r.finding.config {
         let plain = r.finding.config.clone();
         let o = r.run(&model_bytes, &case.feeds, &plain);
@@ -364,7 +387,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         runs: r.runs,
         timeout_ms: r.worker.timeout().as_millis() as u64,
     };
-    (t, Minimized { case, reference, shown, without })
+    (t, Minimized { case, model_bytes, pattern_needed, reference, shown, without })
 }
 
 /// A bug's signature: target, symptom, culprit passes (or the configuration when there are none) and the

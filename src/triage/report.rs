@@ -61,7 +61,7 @@ pub fn write(
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     // a Relax synthesis recipe (TVM) is kept as it is: the runner and repro.py read it in place of ONNX
-    write_atomic(&dir.join("model.onnx"), &f.bytes(&m.case))?;
+    write_atomic(&dir.join("model.onnx"), &m.model_bytes)?;
     write_atomic(&dir.join("original.onnx"), &f.bytes(&f.case))?;
     for stale in std::fs::read_dir(dir)?.filter_map(|e| e.ok()).map(|e| e.path()) {
         let name = stale.file_name().unwrap_or_default().to_string_lossy().to_string();
@@ -170,13 +170,18 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
         Symptom::Inconsistency => "computes wrong results",
     };
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "# {}: {what} after {culprits} on a {}-node graph ({})\n",
-        target_title(f),
-        t.nodes,
-        ops.join(", ")
-    );
+    let on = match (&f.raw, m.pattern_needed) {
+        (Some(raw), true) => {
+            let recipe: serde_json::Value = serde_json::from_slice(raw).unwrap_or_default();
+            let from = recipe["provenance"]["function"].as_str().unwrap_or("?").to_string();
+            match t.nodes {
+                0 => format!("a Relax pattern (from TVM's {from})"),
+                n => format!("a Relax pattern (from TVM's {from}) in a {n}-node graph ({})", ops.join(", ")),
+            }
+        }
+        _ => format!("a {}-node graph ({})", t.nodes, ops.join(", ")),
+    };
+    let _ = writeln!(s, "# {}: {what} after {culprits} on {on}\n", target_title(f));
     let _ = writeln!(s, "- **Symptom:** {}", f.symptom);
     let _ = writeln!(s, "- **Culprit passes:** {culprits} (found by {} in {} runs)", t.method, t.dd_runs);
     if let Some(note) = &t.dd_note {
@@ -212,15 +217,29 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
     if !t.confirmed {
         let _ = writeln!(s, "- **Warning:** the symptom did not re-occur on the last check; the model is the original");
     }
-    if f.raw.is_some() {
+    if let (Some(raw), true) = (&f.raw, m.pattern_needed) {
+        let recipe: serde_json::Value = serde_json::from_slice(raw).unwrap_or_default();
         let _ = writeln!(
             s,
             "\n## Test\n\nA Relax-level test: `model.onnx` holds oatest's synthesis recipe (JSON: the seed graph below, \
              the Relax pattern and its provenance, the random seed), which `python/oatest_tvm.py` (embedded in \
-             repro.py) turns into the IRModule. Graph reduction of Relax modules is not built yet.\n\nSeed graph:\n\n```\n{}```\n",
+             repro.py) turns into the IRModule: the seed imported with `from_onnx`, the pattern's entry called from \
+             its dataflow block. Reduction minimized the seed graph; the pattern is kept whole.\n\nSeed graph \
+             (minimized):\n\n```\n{}```\n",
             node_list(&m.case.model)
         );
+        if let Some(p) = recipe["pattern"].as_str() {
+            let from = recipe["provenance"]["test"].as_str().unwrap_or("?");
+            let _ = writeln!(s, "Relax pattern (from TVM's `{from}`):\n\n```python\n{}\n```\n", p.trim());
+        }
     } else {
+        if f.raw.is_some() {
+            let _ = writeln!(
+                s,
+                "\nFound by a Relax-level test (`original.onnx`: a synthesis recipe); its minimized seed graph shows \
+                 the bug without the Relax pattern, so `model.onnx` is that plain ONNX model."
+            );
+        }
         let _ = writeln!(s, "\n## Minimized graph\n\n```\n{}```\n", node_list(&m.case.model));
     }
     let _ = writeln!(s, "## Expected vs actual\n");
