@@ -14,6 +14,14 @@ the module (its entry function under a fresh private name), and calls it from th
 random point: each pattern parameter is fed by a seed value of the same type, or by a bridge from another seed
 value (R.reshape, R.strided_slice, R.nn.pad, R.zeros + R.concat, R.astype), or by R.zeros; its result becomes an
 extra output of main. The module is checked with relax.analysis.well_formed before it is compiled.
+
+Recipe keys: `seed_onnx` (hex), `pattern` (TVMScript), `pattern_ir` (the same module as TVM JSON, loaded instead
+of parsing when present), `rng`, `pass` and `provenance` (information), `check_only` (the campaign's pattern
+check: splice only, answer with the module JSON and the possibly shrunk script), `strict` (compile with TIR's
+argument assertions on), `pattern_shrunk` (information).
+
+Builds are for speed, identically for every configuration of a test: LLVM at -O0 (F16C when the host has it), TIR
+argument assertions, CSE and storage rewriting off, linked with `ld -shared` rather than JIT-compiled.
 """
 from __future__ import annotations
 
