@@ -116,8 +116,6 @@ def _target():
 # (2-3 ms per PrimFunc). Emitting the object file at the target's -O0 and linking it with `ld -shared` takes half
 # as long, so builds are loaded that way when `ld` exists (and through the JIT otherwise).
 _LD = shutil.which("ld")
-_SO_DIR: str | None = None
-_SO_COUNT = 0
 
 
 def _ld_shared(output, objects, options=None, cc=None, cwd=None, ccache_env=None):
@@ -129,21 +127,17 @@ _ld_shared.output_format = "so"
 
 def load(ex):
     """A runtime module for a build, ready for relax.VirtualMachine."""
-    global _SO_DIR, _SO_COUNT
     if _LD is None or os.environ.get("OATEST_TVM_JIT") == "1":
         return ex
-    if _SO_DIR is None:
-        _SO_DIR = tempfile.mkdtemp(prefix="oatest-tvm-")
-    _SO_COUNT += 1
-    path = os.path.join(_SO_DIR, f"build{_SO_COUNT}.so")
+    fd, path = tempfile.mkstemp(prefix="oatest-tvm-", suffix=".so")
+    os.close(fd)
     try:
         ex.export_library(path, fcompile=_ld_shared)
         return tvm.runtime.load_module(path)
     except Exception:  # noqa: BLE001 - whatever failed, the JIT path gives the build its own error
         return ex
     finally:
-        if os.path.exists(path):
-            os.unlink(path)  # loaded libraries stay mapped
+        os.unlink(path)  # a loaded library stays mapped
 
 
 _FOLD_BUILDS: dict = {}
