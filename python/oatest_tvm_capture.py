@@ -5,7 +5,8 @@ an instrument that sees each Relax pass run while the tests run (directly, or ne
 pass changes the module, the plugin cuts subgraph-level patterns (each changed Relax function with every
 function it calls, PrimFuncs included) and block-level patterns (the changed function's dataflow bindings up to
 the first changed one, as a function of its own), closes each as its own IRModule, prints it as TVMScript
-(self-contained: tensor constants would need metadata, whose serialization crashes TVM 0.27), parses it back, and keeps it only if the same pass (the very pass object when the test called it
+(tensor constants in its metadata section, within MAX_SCRIPT characters), parses it back, and keeps it only if
+the same pass (the very pass object when the test called it
 from Python, else the pass built with default arguments) still changes it. Kept patterns go to
 <dir>/<pass>/<hash>.json with their provenance; tests that fail on the installed TVM are listed in
 <dir>/failed.jsonl, never silently lost.
@@ -142,9 +143,10 @@ def _keep(name: str, pass_obj, candidate: tvm.IRModule, granularity: str) -> Non
     _stats["candidates"] += 1
     try:
         text = candidate.script()
-        # tensor constants print as metadata, and serializing metadata crashes TVM 0.27 (save_json): a pattern
-        # is kept only when its script is self-contained
-        if len(text) > MAX_SCRIPT or "metadata[" in text:
+        # tensor constants print as references into a metadata section, which show_meta adds
+        if "metadata[" in text:
+            text = candidate.script(show_meta=True)
+        if len(text) > MAX_SCRIPT:
             return
         closed = tvm.script.from_source(text)
     except Exception:  # noqa: BLE001 - not printable/parsable as a closed module
