@@ -120,6 +120,25 @@ fn cache_file(key: &str) -> Option<std::path::PathBuf> {
     Some(dir.join(format!("tvm-pattern-checks-{key}.json")))
 }
 
+/// How many check files the cache keeps (each runner, TVM version or probe change starts a new one).
+const CACHE_FILES_KEPT: usize = 4;
+
+/// Removes all but the [`CACHE_FILES_KEPT`] most recently written check files beside `kept`.
+fn prune_cache(kept: &std::path::Path) {
+    let Some(dir) = kept.parent() else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut files: Vec<(std::time::SystemTime, std::path::PathBuf)> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("tvm-pattern-checks-")))
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .collect();
+    files.sort_by(|a, b| b.0.cmp(&a.0));
+    for (_, p) in files.into_iter().skip(CACHE_FILES_KEPT).filter(|(_, p)| p != kept) {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
 /// Checks each pattern in TVM workers the way synthesis will use it, spliced into `probe` (a generated seed
 /// with its inputs): it must splice (parse, static tensor parameters, a well-formed result), the spliced
 /// module must run cleanly at the reference configuration with TIR's argument assertions on and give the
@@ -212,12 +231,32 @@ pub fn check_library(
         if let Err(e) = write {
             eprintln!("warning: cannot keep the pattern checks in {}: {e:#}", f.display());
         }
+        prune_cache(f);
     }
     Ok((out, from_cache))
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_check_cache_keeps_its_newest_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let mut paths = Vec::new();
+        for i in 0..6u64 {
+            let p = dir.path().join(format!("tvm-pattern-checks-{i}.json"));
+            let f = std::fs::File::create(&p).unwrap();
+            f.set_modified(t0 + std::time::Duration::from_secs(60 * i)).unwrap();
+            paths.push(p);
+        }
+        let other = dir.path().join("unrelated.json");
+        std::fs::write(&other, "{}").unwrap();
+        super::prune_cache(&paths[5]);
+        let left: Vec<bool> = paths.iter().map(|p| p.exists()).collect();
+        assert_eq!(left, [false, false, true, true, true, true]);
+        assert!(other.exists(), "only check files are pruned");
+    }
+
     #[test]
     fn the_pipeline_list_is_read_from_the_runner() {
         let p = super::pipeline_optional_passes();
