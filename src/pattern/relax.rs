@@ -133,7 +133,7 @@ fn prune_cache(kept: &std::path::Path) {
         .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("tvm-pattern-checks-")))
         .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
         .collect();
-    files.sort_by(|a, b| b.0.cmp(&a.0));
+    files.sort_by_key(|f| std::cmp::Reverse(f.0));
     for (_, p) in files.into_iter().skip(CACHE_FILES_KEPT).filter(|(_, p)| p != kept) {
         let _ = std::fs::remove_file(p);
     }
