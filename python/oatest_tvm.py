@@ -402,7 +402,6 @@ def check_pattern(recipe: dict) -> dict:
         script = shrink(script)
         if script is None:
             raise ValueError("the pattern's tensors are too large even shrunk")
-    pattern_usable(script)
     synthesize(bytes.fromhex(recipe["seed_onnx"]), script, recipe["rng"])
     return {"pattern_ir": pattern_ir(script), "pattern_script": script}
 
@@ -412,11 +411,10 @@ def synthesize(seed_onnx: bytes, pattern_script: str, rng_seed: int, ir_json: st
     rng = random.Random(rng_seed)
     seed = from_onnx(onnx.load_from_string(seed_onnx), keep_params_in_input=False)
     pat = _parsed(pattern_script, ir_json)
+    pattern_usable(pattern_script)
     entry = _entry(pat)
     pfunc = pat[entry]
     ptypes = [_static(p.ty) for p in pfunc.params]
-    if any(t is None for t in ptypes):
-        raise ValueError("the pattern's entry takes a non-tensor or dynamically shaped parameter")
     seed_names = {g.name_hint for g in seed.get_global_vars()}
     clash = {g.name_hint for g in pat.get_global_vars() if g.name_hint != entry.name_hint} & seed_names
     if clash or PATTERN_NAME in seed_names:
@@ -490,15 +488,15 @@ def _splice(bb, pgv, ptypes, avail, rng):
 _IMPORTED: dict = {}
 
 
-def _imported(model_bytes: bytes):
-    """(onnx model, Relax module, extra output names) for a model or recipe; the last few are cached, since a
-    test runs the same model under several configurations (IRModules are immutable, so sharing is safe)."""
+def _imported(model_bytes: bytes, recipe: dict | None):
+    """(onnx model, Relax module, extra output names) for a model or a recipe (`recipe`: the parsed bytes); the
+    last few are cached, since a test runs the same model under several configurations (IRModules are
+    immutable, so sharing is safe)."""
     key = hash(model_bytes)
     hit = _IMPORTED.get(key)
     if hit is not None and hit[0] == model_bytes:
         return hit[1]
-    if model_bytes[:1] == b"{":
-        recipe = json.loads(model_bytes)
+    if recipe is not None:
         seed = bytes.fromhex(recipe["seed_onnx"])
         mod = synthesize(seed, recipe["pattern"], recipe["rng"], recipe.get("pattern_ir"))
         value = (onnx.load_from_string(seed), mod, [EXTRA_OUTPUT])
@@ -516,17 +514,14 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
     rec = Recorder()
     result = {"status": "ok", "message": "", "outputs": [], "fired": rec.fired, "ran": rec.ran}
     try:
-        if model_bytes[:1] == b"{":
-            recipe = json.loads(model_bytes)
-            if recipe.get("check_only"):
-                # the pattern must parse, take static tensors, and splice into a seed into a well-formed module
-                checked = check_pattern(recipe)
-                result["outputs"] = [
-                    (k, onnx.TensorProto.UINT8, [len(v.encode())], v.encode()) for k, v in checked.items()
-                ]
-                return result
-        strict = model_bytes[:1] == b"{" and json.loads(model_bytes).get("strict", False)
-        model, mod, extra_outputs = _imported(model_bytes)
+        recipe = json.loads(model_bytes) if model_bytes[:1] == b"{" else None
+        if recipe is not None and recipe.get("check_only"):
+            # the pattern must parse, take static tensors, and splice into a seed into a well-formed module
+            checked = check_pattern(recipe)
+            result["outputs"] = [(k, onnx.TensorProto.UINT8, [len(v.encode())], v.encode()) for k, v in checked.items()]
+            return result
+        strict = recipe is not None and recipe.get("strict", False)
+        model, mod, extra_outputs = _imported(model_bytes, recipe)
     except Exception as e:  # noqa: BLE001 - the frontend refusing a model is an outcome
         result.update(status="error", message=f"from_onnx: {type(e).__name__}: {e}")
         return result

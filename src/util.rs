@@ -44,6 +44,21 @@ pub fn files_with_ext(path: &Path, ext: &str) -> anyhow::Result<Vec<std::path::P
     Ok(out)
 }
 
+/// Bytes as lowercase hex digits.
+pub fn to_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// The bytes of a hex string (`None` for odd lengths or non-hex digits).
+pub fn from_hex(hex: &str) -> Option<Vec<u8>> {
+    (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect()
+}
+
 /// A stable 64-bit FNV-1a hash as 16 hex digits (std's hasher may change between Rust versions).
 pub fn stable_hash(s: &str) -> String {
     let h = s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));

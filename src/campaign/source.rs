@@ -180,10 +180,9 @@ pub fn relax_recipe(
     rng: u32,
     usage: RecipeUse,
 ) -> Vec<u8> {
-    let hex: String = seed_onnx.iter().map(|b| format!("{b:02x}")).collect();
     let mut v = serde_json::json!({
         "kind": "oatest-relax-synth",
-        "seed_onnx": hex,
+        "seed_onnx": crate::util::to_hex(seed_onnx),
         "pattern": pattern.script,
         "pass": pattern.pass,
         "provenance": pattern.provenance,
@@ -205,8 +204,7 @@ pub fn relax_recipe(
 /// A recipe with another seed graph (`None` when the bytes are not a recipe).
 pub fn recipe_with_seed(recipe: &[u8], seed_onnx: &[u8]) -> Option<Vec<u8>> {
     let mut v: serde_json::Value = serde_json::from_slice(recipe).ok()?;
-    let hex: String = seed_onnx.iter().map(|b| format!("{b:02x}")).collect();
-    *v.get_mut("seed_onnx")? = serde_json::Value::String(hex);
+    *v.get_mut("seed_onnx")? = serde_json::Value::String(crate::util::to_hex(seed_onnx));
     Some(v.to_string().into_bytes())
 }
 
@@ -216,10 +214,19 @@ pub fn recipe_seed(bytes: &[u8]) -> Option<crate::graph::Model> {
         return None;
     }
     let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    let hex = v["seed_onnx"].as_str()?;
-    let raw: Option<Vec<u8>> =
-        (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect();
-    onnx::decode_model(&raw?).ok()
+    onnx::decode_model(&crate::util::from_hex(v["seed_onnx"].as_str()?)?).ok()
+}
+
+/// A test file's model: an ONNX model, or a Relax synthesis recipe (TVM findings), whose seed graph is returned
+/// with `true` (the bytes themselves are what the target runs).
+pub fn decode_test(bytes: &[u8], path: &std::path::Path) -> anyhow::Result<(crate::graph::Model, bool)> {
+    match recipe_seed(bytes) {
+        Some(seed) => Ok((seed, true)),
+        None => Ok((
+            onnx::decode_model(bytes).with_context(|| format!("{}: cannot import ONNX model", path.display()))?,
+            false,
+        )),
+    }
 }
 
 impl TestSource for RelaxSynthSource {

@@ -323,15 +323,27 @@ fn tvm(a: TvmArgs) -> anyhow::Result<()> {
     }
     let passes: BTreeSet<&String> = written.values().collect();
     let failed: usize = runs.iter().map(|r| r.failed_tests.len()).sum();
+    // the report is committed with the library: it names the test directory by its last components, and paths
+    // of this machine (the tests, the project) inside failure messages are written relative to them
+    let tests_abs = a.tests.canonicalize().unwrap_or_else(|_| a.tests.clone());
+    let tests_shown: PathBuf = {
+        let parts: Vec<_> = tests_abs.components().collect();
+        parts[parts.len().saturating_sub(3)..].iter().collect()
+    };
     let report = serde_json::json!({
-        "tests": a.tests.display().to_string(),
+        "tests": tests_shown.display().to_string(),
         "files": runs.iter().map(|r| serde_json::json!({
             "file": r.file, "outcome": r.outcome, "failed_tests": r.failed_tests, "capture": r.stats,
         })).collect::<Vec<_>>(),
         "patterns": written.len(),
         "passes": passes.len(),
     });
-    crate::util::write_atomic(&a.out.join("extraction.json"), serde_json::to_string_pretty(&report)?.as_bytes())?;
+    let mut text = serde_json::to_string_pretty(&report)?;
+    text = text.replace(&format!("{}/", tests_abs.display()), &format!("{}/", tests_shown.display()));
+    if let Some(root) = crate::util::project_file("python").and_then(|p| p.parent().map(Path::to_path_buf)) {
+        text = text.replace(&format!("{}/", root.display()), "");
+    }
+    crate::util::write_atomic(&a.out.join("extraction.json"), text.as_bytes())?;
     println!(
         "{} test files ({failed} failing tests reported in {}), {} unique verified patterns over {} passes, \
          written to {} in {:.1}s",

@@ -1,6 +1,5 @@
 //! `oatest run`: run models under a target's differential configurations in a worker and print the outcomes.
 
-use crate::graph::onnx;
 use crate::target::worker::{Pool, WorkerSpec};
 use crate::target::{inputs, Config, Outcome, TargetKind};
 use anyhow::Context;
@@ -95,11 +94,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         let r = (|| {
             let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
             // a Relax synthesis recipe (TVM findings) carries its seed graph, whose inputs it takes
-            let model = match crate::campaign::source::recipe_seed(&bytes) {
-                Some(seed) => seed,
-                None => onnx::decode_model(&bytes)
-                    .with_context(|| format!("{}: cannot import ONNX model", path.display()))?,
-            };
+            let (model, _) = crate::campaign::source::decode_test(&bytes, &path)?;
             let feeds = match &a.inputs {
                 Some(p) => inputs::read(p, &model.graph)?,
                 // without inputs the model is still compiled (passes fire); running it then fails with a message

@@ -126,10 +126,8 @@ pub struct ReduceArgs {
 pub fn reduce(a: ReduceArgs) -> anyhow::Result<()> {
     // an ONNX model, or a Relax synthesis recipe (tvm): then the seed graph inside it is what gets reduced
     let file = std::fs::read(&a.model).with_context(|| format!("cannot read {}", a.model.display()))?;
-    let (model, raw) = match crate::campaign::source::recipe_seed(&file) {
-        Some(seed) => (seed, Some(file)),
-        None => (onnx::load(&a.model)?, None),
-    };
+    let (model, recipe) = crate::campaign::source::decode_test(&file, &a.model)?;
+    let raw = recipe.then_some(file);
     let feeds = match &a.inputs {
         Some(p) => inputs::read(p, &model.graph)?,
         None => inputs::generate(&model.graph, a.seed)

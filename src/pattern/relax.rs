@@ -155,8 +155,11 @@ pub fn check_library(
     let probe_bytes = crate::graph::onnx::encode_model(probe);
     let inputs = crate::target::inputs::generate(&probe.graph, 0)?;
     let runner = include_str!("../../python/oatest_tvm.py");
-    let probe_hex: String = probe_bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let key = crate::util::stable_hash(&format!("{CHECK_VERSION}\n{runner}\n{}\n{probe_hex}", pool.info().version));
+    let key = crate::util::stable_hash(&format!(
+        "{CHECK_VERSION}\n{runner}\n{}\n{}",
+        pool.info().version,
+        crate::util::to_hex(&probe_bytes)
+    ));
     let file = cache_file(&key);
     let mut cache: std::collections::BTreeMap<String, Checked> = file
         .as_ref()

@@ -92,10 +92,8 @@ impl Finding {
         };
         let path = dir.join("model.onnx");
         let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        let (model, raw) = match crate::campaign::source::recipe_seed(&bytes) {
-            Some(seed) => (seed, Some(bytes)),
-            None => (onnx::load(&path)?, None),
-        };
+        let (model, recipe) = crate::campaign::source::decode_test(&bytes, &path)?;
+        let raw = recipe.then_some(bytes);
         let feeds = crate::target::inputs::read(dir, &model.graph)?;
         Ok(Some(Finding {
             target,
@@ -342,11 +340,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     // the report and repro.py use the finding's own configuration when the minimized model shows the symptom
     // there too (what users run), else the configuration with only the culprits on
     let mut config = if culprits.is_empty() { r.finding.config.clone() } else { r.config_enabling(&culprits) };
-    let model_bytes = if pattern_needed || r.finding.raw.is_none() {
-        r.finding.bytes(&case)
-    } else {
-        onnx::encode_model(&case.model)
-    };
+    let model_bytes = if pattern_needed { r.finding.bytes(&case) } else { onnx::encode_model(&case.model) };
     if confirmed && config != r.finding.config {
         let plain = r.finding.config.clone();
         let o = r.run(&model_bytes, &case.feeds, &plain);

@@ -170,9 +170,11 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
         Symptom::Inconsistency => "computes wrong results",
     };
     let mut s = String::new();
-    let on = match (&f.raw, m.pattern_needed) {
-        (Some(raw), true) => {
-            let recipe: serde_json::Value = serde_json::from_slice(raw).unwrap_or_default();
+    // the minimized test's recipe, when it still is one
+    let recipe: Option<serde_json::Value> =
+        f.raw.as_ref().filter(|_| m.pattern_needed).map(|raw| serde_json::from_slice(raw).unwrap_or_default());
+    let on = match &recipe {
+        Some(recipe) => {
             let from = recipe["provenance"]["function"].as_str().unwrap_or("?").to_string();
             match t.nodes {
                 0 => format!("a Relax pattern (from TVM's {from})"),
@@ -217,8 +219,7 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
     if !t.confirmed {
         let _ = writeln!(s, "- **Warning:** the symptom did not re-occur on the last check; the model is the original");
     }
-    if let (Some(raw), true) = (&f.raw, m.pattern_needed) {
-        let recipe: serde_json::Value = serde_json::from_slice(raw).unwrap_or_default();
+    if let Some(recipe) = &recipe {
         let _ = writeln!(
             s,
             "\n## Test\n\nA Relax-level test: `model.onnx` holds oatest's synthesis recipe (JSON: the seed graph below, \
