@@ -8,12 +8,12 @@ macro_rules! reject {
 
 pub mod campaign;
 pub mod cli;
+pub mod compiler;
 pub mod graph;
 pub mod ops;
 pub mod oracle;
 pub mod pattern;
 pub mod seedgen;
 pub mod synth;
-pub mod target;
 pub mod triage;
 pub mod util;

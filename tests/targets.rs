@@ -1,12 +1,12 @@
 //! Targets in workers: crashes, aborts, hangs and memory blow-ups are detected, recorded and survived; ORT's
 //! pass-call instrumentation and pass disabling work on ORT's own optimizer test models.
 //!
-//! The ORT tests need the onnxruntime wheel in .venv (scripts/setup.sh installs it) and
-//! ../shared/corpora/ort-transform-testdata; without them they fail with the reason.
+//! The ORT tests need the onnxruntime wheel in .venv (scripts/setup.sh installs it); ORT's optimizer test
+//! models are vendored in tests/data/ort-transform-testdata (MIT, see its NOTICE).
 
 use oatest::graph::{onnx, Tensor};
-use oatest::target::worker::{Worker, WorkerSpec};
-use oatest::target::{Config, Level, Status, TargetKind};
+use oatest::compiler::worker::{Worker, WorkerSpec};
+use oatest::compiler::{Config, Level, Status, TargetKind};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -79,11 +79,8 @@ fn tract_runs_decluttered_and_optimized() {
 }
 
 fn corpus() -> PathBuf {
-    let p = std::env::var_os("OATEST_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"))
-        .join("corpora/ort-transform-testdata");
-    assert!(p.is_dir(), "{} is missing (set OATEST_SHARED to the shared/ directory)", p.display());
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/ort-transform-testdata");
+    assert!(p.is_dir(), "{} is missing", p.display());
     p
 }
 
@@ -91,7 +88,7 @@ fn ort_fired(w: &mut Worker, file: &str, config: &Config) -> Vec<String> {
     let path = corpus().join(file);
     let bytes = std::fs::read(&path).unwrap();
     let m = onnx::decode_model(&bytes).unwrap();
-    let feeds = oatest::target::inputs::generate(&m.graph, 0).unwrap();
+    let feeds = oatest::compiler::inputs::generate(&m.graph, 0).unwrap();
     let o = w.run(&bytes, &feeds, config);
     assert_eq!(o.status, Status::Ok, "{file} under {config}");
     o.passes_fired

@@ -3,7 +3,7 @@
 
 use super::source::Test;
 use crate::oracle::{Judgement, Symptom, Verdict};
-use crate::target::{inputs, Outcome};
+use crate::compiler::{inputs, Outcome};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -203,7 +203,7 @@ impl Examples {
 
     /// Keeps `test` for each pass it fired that no kept test covers yet. `outcomes[0]` is the reference.
     pub fn offer(&mut self, test: &Test, outcomes: &[Outcome]) -> anyhow::Result<()> {
-        let Some(reference) = outcomes.first().filter(|r| r.status == crate::target::Status::Ok) else {
+        let Some(reference) = outcomes.first().filter(|r| r.status == crate::compiler::Status::Ok) else {
             return Ok(());
         };
         let mut fired: Vec<&String> = outcomes.iter().flat_map(|o| &o.passes_fired).collect();

@@ -8,8 +8,8 @@ pub mod stats;
 mod triager;
 
 use crate::oracle::{Judgement, Oracle, Symptom};
-use crate::target::worker::{Worker, WorkerSpec};
-use crate::target::{Config, Outcome, TargetKind};
+use crate::compiler::worker::{Worker, WorkerSpec};
+use crate::compiler::{Config, Outcome, TargetKind};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use source::{Test, TestSource};
@@ -446,7 +446,7 @@ fn run_and_judge(
 ) -> (Vec<Outcome>, Judgement, u64, u64) {
     // a rewrite rule is not logged on its own: for a test built for one, ask the optimized configurations
     // to attribute just that rule (one extra session when its container fired)
-    let rule = test.target_pass.as_deref().filter(|p| crate::target::rules::container_of(p).is_some());
+    let rule = test.target_pass.as_deref().filter(|p| crate::compiler::rules::container_of(p).is_some());
     let configs: Vec<Config> = configs
         .iter()
         .enumerate()
@@ -514,7 +514,7 @@ pub fn usable_patterns(
     patterns: Vec<crate::pattern::Pattern>,
     opset: i64,
 ) -> anyhow::Result<Vec<crate::pattern::Pattern>> {
-    let pool = crate::target::worker::Pool::start(spec, jobs.clamp(1, patterns.len().max(1)))?;
+    let pool = crate::compiler::worker::Pool::start(spec, jobs.clamp(1, patterns.len().max(1)))?;
     let bumped: Vec<crate::pattern::Pattern> = patterns
         .into_iter()
         .filter(|p| {

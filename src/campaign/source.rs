@@ -3,7 +3,7 @@
 
 use crate::graph::onnx;
 use crate::seedgen::{generate, SeedConfig};
-use crate::target::{inputs, NamedTensor};
+use crate::compiler::{inputs, NamedTensor};
 use anyhow::Context;
 use std::path::PathBuf;
 

@@ -3,7 +3,7 @@
 //! goes first; at the end of the campaign those are finished and the rest are left for `oatest triage`.
 
 use crate::oracle::Oracle;
-use crate::target::worker::{Worker, WorkerSpec};
+use crate::compiler::worker::{Worker, WorkerSpec};
 use crate::triage::reduce::Limits;
 use crate::triage::Filed;
 use std::cmp::Reverse;

@@ -4,8 +4,8 @@
 
 use crate::graph::onnx;
 use crate::seedgen::{generate, SeedConfig};
-use crate::target::worker::{Worker, WorkerSpec};
-use crate::target::{inputs, open, Config, NamedTensor, TargetKind};
+use crate::compiler::worker::{Worker, WorkerSpec};
+use crate::compiler::{inputs, open, Config, NamedTensor, TargetKind};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Instant;

@@ -13,8 +13,8 @@ pub struct DoctorArgs {
 pub fn run(a: DoctorArgs) -> anyhow::Result<()> {
     println!("oatest {}", env!("CARGO_PKG_VERSION"));
     #[cfg(feature = "ort")]
-    match crate::target::ort::find_library(a.ort_lib.as_deref()) {
-        Ok(c) => match crate::target::ort::library_version(&c.path) {
+    match crate::compiler::ort::find_library(a.ort_lib.as_deref()) {
+        Ok(c) => match crate::compiler::ort::library_version(&c.path) {
             Ok(v) => println!("ort:   ONNX Runtime {v} at {} (from {})", c.path.display(), c.source),
             Err(e) => println!("ort:   {} (from {}) cannot be used: {e:#}", c.path.display(), c.source),
         },
@@ -31,8 +31,8 @@ pub fn run(a: DoctorArgs) -> anyhow::Result<()> {
     println!("tract: not built (cargo feature `tract`)");
     // TVM is imported in a worker process (an import failure or crash there must not take doctor down)
     #[cfg(feature = "tvm")]
-    match crate::target::worker::WorkerSpec::new(crate::target::TargetKind::Tvm)
-        .and_then(crate::target::worker::Worker::start)
+    match crate::compiler::worker::WorkerSpec::new(crate::compiler::TargetKind::Tvm)
+        .and_then(crate::compiler::worker::Worker::start)
     {
         Ok(w) => println!("tvm:   apache-tvm {} (embedded Python)", w.info.version),
         Err(e) => println!("tvm:   not available: {e:#}"),

@@ -2,8 +2,8 @@
 
 use crate::pattern::extract::extract_model;
 use crate::pattern::{Pattern, Provenance};
-use crate::target::worker::{Pool, WorkerSpec};
-use crate::target::TargetKind;
+use crate::compiler::worker::{Pool, WorkerSpec};
+use crate::compiler::TargetKind;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use std::collections::{BTreeMap, BTreeSet};
@@ -62,7 +62,7 @@ fn glob_match(pattern: &str, name: &str) -> bool {
 
 #[derive(Args, Debug)]
 pub struct OrtArgs {
-    /// A directory searched recursively for .onnx models (e.g. ../shared/corpora/ort-transform-testdata).
+    /// A directory searched recursively for .onnx models (default, when neither --models nor --pytest is given: the vendored tests/data/ort-transform-testdata).
     #[arg(long)]
     pub models: Option<PathBuf>,
     /// A pytest test path (e.g. ORT's onnxruntime/test/python/quantization): its tests run with the capture
@@ -158,9 +158,12 @@ fn capture_pytest(a: &OrtArgs, tests: &Path, dir: &Path) -> anyhow::Result<Vec<(
         .collect())
 }
 
-fn ort(a: OrtArgs) -> anyhow::Result<()> {
+fn ort(mut a: OrtArgs) -> anyhow::Result<()> {
     let start = Instant::now();
-    anyhow::ensure!(a.models.is_some() || a.pytest.is_some(), "give --models DIR and/or --pytest PATH");
+    if a.models.is_none() && a.pytest.is_none() {
+        a.models = crate::util::project_file("tests/data/ort-transform-testdata");
+        anyhow::ensure!(a.models.is_some(), "give --models DIR and/or --pytest PATH");
+    }
     let mut items: Vec<(PathBuf, Provenance)> = Vec::new();
     if let Some(models) = &a.models {
         let files = crate::util::onnx_files(models)?;
@@ -424,7 +427,7 @@ fn run_capture(child: std::io::Result<std::process::Child>, timeout_secs: u64, p
                             (Some(1), _) => "some tests failed (kept what was captured)".to_string(),
                             (Some(c), _) => format!("pytest exited with {c}"),
                             (None, Some(s)) => {
-                                format!("crashed ({}; kept what was captured)", crate::target::signal_name(s))
+                                format!("crashed ({}; kept what was captured)", crate::compiler::signal_name(s))
                             }
                             _ => "ended abnormally".to_string(),
                         };

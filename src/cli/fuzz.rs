@@ -3,9 +3,9 @@
 use crate::campaign::source::{DirSource, Mix, RelaxSynthSource, SeedgenSource, SynthSource, TestSource};
 use crate::campaign::{self, Budget, Mode, Settings};
 use crate::seedgen::SeedConfig;
-use crate::target::worker::WorkerSpec;
-use crate::target::Config;
-use crate::target::TargetKind;
+use crate::compiler::worker::WorkerSpec;
+use crate::compiler::Config;
+use crate::compiler::TargetKind;
 use clap::Args;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -159,7 +159,7 @@ fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow:
     let n_candidates = candidates.len();
     let mut spec = WorkerSpec::new(TargetKind::Tvm)?;
     spec.timeout = std::time::Duration::from_millis(s.timeout_ms);
-    let pool = crate::target::worker::Pool::start(&spec, s.jobs.clamp(1, candidates.len().max(1)))?;
+    let pool = crate::compiler::worker::Pool::start(&spec, s.jobs.clamp(1, candidates.len().max(1)))?;
     let probe = crate::seedgen::generate(0, 0, &cfg);
     let (checked, from_cache) = check_library(&pool, candidates, &probe)?;
     let mut rejected: std::collections::BTreeMap<&str, usize> = Default::default();

@@ -1,7 +1,7 @@
 //! `oatest run`: run models under a target's differential configurations in a worker and print the outcomes.
 
-use crate::target::worker::{Pool, WorkerSpec};
-use crate::target::{inputs, Config, Outcome, TargetKind};
+use crate::compiler::worker::{Pool, WorkerSpec};
+use crate::compiler::{inputs, Config, Outcome, TargetKind};
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;

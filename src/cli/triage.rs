@@ -3,8 +3,8 @@
 
 use crate::graph::onnx;
 use crate::oracle::Oracle;
-use crate::target::worker::{Worker, WorkerSpec};
-use crate::target::{inputs, Config, TargetKind};
+use crate::compiler::worker::{Worker, WorkerSpec};
+use crate::compiler::{inputs, Config, TargetKind};
 use crate::triage::reduce::{Case, Limits};
 use crate::triage::{self, Finding, Reproducer};
 use anyhow::Context;

@@ -1,6 +1,6 @@
 //! `oatest worker` (internal): host one target and serve run requests on stdin/stdout.
 
-use crate::target::{worker::serve, TargetKind};
+use crate::compiler::{worker::serve, TargetKind};
 use clap::Args;
 use std::path::PathBuf;
 

@@ -2,7 +2,7 @@
 //! the other side must be the same kind (the reference's own NaN/Inf is not a bug); integers compare exactly.
 
 use crate::graph::DType;
-use crate::target::NamedTensor;
+use crate::compiler::NamedTensor;
 
 /// The largest absolute difference over all output elements, and where it is.
 #[derive(Clone, Debug, PartialEq)]

@@ -7,7 +7,7 @@ mod filters;
 pub use compare::{distance, Distance, Structural};
 pub use filters::{unsupported_reason, UNSUPPORTED};
 
-use crate::target::{Outcome, Status};
+use crate::compiler::{Outcome, Status};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::graph::{DType, Tensor};
-use crate::target::{Config, Level, NamedTensor, Outcome, Status};
+use crate::compiler::{Config, Level, NamedTensor, Outcome, Status};
 
 fn out(level: Level, status: Status, vals: &[f32]) -> Outcome {
     let outputs = if status == Status::Ok {

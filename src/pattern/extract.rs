@@ -5,10 +5,10 @@
 
 use super::{abstract_type, structural_key, Granularity, Pattern, PatternMeta, Port, Provenance, FORMAT};
 use crate::graph::{onnx, Graph, Model, NodeId, TensorType, ValueType};
-pub use crate::target::rules::container_of;
-use crate::target::rules::RULE_CONTAINERS;
-use crate::target::worker::Worker;
-use crate::target::{inputs, Config, Level, NamedTensor, Status};
+pub use crate::compiler::rules::container_of;
+use crate::compiler::rules::RULE_CONTAINERS;
+use crate::compiler::worker::Worker;
+use crate::compiler::{inputs, Config, Level, NamedTensor, Status};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// Which granularities to cut for a pass (data; passes not listed get both).

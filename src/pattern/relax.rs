@@ -147,13 +147,13 @@ fn prune_cache(kept: &std::path::Path) {
 /// with its verdict (usable ones carry their module JSON) and how many verdicts came from the cache (see
 /// [`cache_file`]).
 pub fn check_library(
-    pool: &crate::target::worker::Pool,
+    pool: &crate::compiler::worker::Pool,
     patterns: Vec<RelaxPattern>,
     probe: &crate::graph::Model,
 ) -> anyhow::Result<(Vec<(RelaxPattern, Verdict)>, usize)> {
-    use crate::target::{Config, Level, Status};
+    use crate::compiler::{Config, Level, Status};
     let probe_bytes = crate::graph::onnx::encode_model(probe);
-    let inputs = crate::target::inputs::generate(&probe.graph, 0)?;
+    let inputs = crate::compiler::inputs::generate(&probe.graph, 0)?;
     let runner = include_str!("../../python/oatest_tvm.py");
     let key = crate::util::stable_hash(&format!(
         "{CHECK_VERSION}\n{runner}\n{}\n{}",
@@ -192,7 +192,7 @@ pub fn check_library(
         p.shrunk = shrunk.is_some();
         let r = w.run(&relax_recipe(&probe_bytes, &p, 0, RecipeUse::Strict), &inputs, &reference);
         let recipe = relax_recipe(&probe_bytes, &p, 0, RecipeUse::Test);
-        let same = |a: &crate::target::Outcome, b: &crate::target::Outcome| {
+        let same = |a: &crate::compiler::Outcome, b: &crate::compiler::Outcome| {
             crate::oracle::distance(&a.outputs, &b.outputs, 0.0).is_ok_and(|d| d.max == 0.0)
         };
         let verdict = if r.status != Status::Ok {

@@ -8,7 +8,6 @@ use crate::pattern::Pattern;
 use rand::Rng as _;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-#[path = "../../bridges/mod.rs"]
 pub mod bridges;
 
 /// How each open input of a pattern was fed (counted in tests and stats).

@@ -10,8 +10,8 @@ pub mod report;
 use crate::campaign::finding::normalize;
 use crate::graph::{onnx, Model, Tensor};
 use crate::oracle::{Oracle, Symptom};
-use crate::target::worker::Worker;
-use crate::target::{Config, NamedTensor, Outcome, Status};
+use crate::compiler::worker::Worker;
+use crate::compiler::{Config, NamedTensor, Outcome, Status};
 use anyhow::Context;
 use dd::{Culprits, Probe};
 use reduce::{Case, Limits};
@@ -94,7 +94,7 @@ impl Finding {
         let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
         let (model, recipe) = crate::campaign::source::decode_test(&bytes, &path)?;
         let raw = recipe.then_some(bytes);
-        let feeds = crate::target::inputs::read(dir, &model.graph)?;
+        let feeds = crate::compiler::inputs::read(dir, &model.graph)?;
         Ok(Some(Finding {
             target,
             target_version: meta["target_version"].as_str().unwrap_or_default().to_string(),
@@ -206,7 +206,7 @@ impl Reproducer<'_> {
         let _ = g.add_node(Node::new("relu", OpId::onnx("Relu"), vec!["x".into()], vec!["y".into()]));
         g.add_output("y", ty);
         let m = Model::new(g);
-        let feeds = crate::target::inputs::generate(&m.graph, 0).unwrap_or_default();
+        let feeds = crate::compiler::inputs::generate(&m.graph, 0).unwrap_or_default();
         let mut c = self.finding.config.clone();
         c.disabled.clear();
         self.run(&onnx::encode_model(&m), &feeds, &c).passes_ran

@@ -3,7 +3,7 @@
 //! constants dropped) and type-checked before the check sees it; greedy rounds repeat to a fixpoint.
 
 use crate::graph::{DType, Dim, Model, NodeId, Tensor, TensorData, TensorType, ValueType};
-use crate::target::{inputs, NamedTensor};
+use crate::compiler::{inputs, NamedTensor};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 use super::{Finding, Minimized, Triaged};
 use crate::graph::{Attr, Model};
 use crate::oracle::Symptom;
-use crate::target::{inputs, Outcome, Status};
+use crate::compiler::{inputs, Outcome, Status};
 use crate::util::write_atomic;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -191,7 +191,7 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
     }
     let _ = writeln!(s, "- **Compiler:** {} (CPU), configuration `{}`", target_title(f), t.config);
     if f.target == "ort" {
-        let cfg = crate::target::Config::parse(&t.config).ok();
+        let cfg = crate::compiler::Config::parse(&t.config).ok();
         if let Some(c) = cfg {
             let _ = writeln!(
                 s,
@@ -301,7 +301,7 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
 pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> anyhow::Result<String> {
     const TEMPLATE: &str = include_str!("../../python/repro.py");
     const TVM_RUNNER: &str = include_str!("../../python/oatest_tvm.py");
-    let config = crate::target::Config::parse(&t.config)?;
+    let config = crate::compiler::Config::parse(&t.config)?;
     let case = serde_json::json!({
         "target": f.target,
         "symptom": f.symptom.name(),

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, Tensor, TensorType};
-use oatest::target::NamedTensor;
+use oatest::compiler::NamedTensor;
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -2,7 +2,7 @@
 //! extraction and the campaign).
 
 /// The rewrite rules inside ORT's rule-based transformers, by container (from ORT 1.31's
-/// optimizer registration; ../shared/corpora/ort-transform-testdata/TRANSFORMERS.txt). Rules are not logged one
+/// optimizer registration; tests/data/ort-transform-testdata/TRANSFORMERS.txt). Rules are not logged one
 /// by one: a rule fired if its container still modifies the graph when every other rule of it is disabled.
 pub const RULE_CONTAINERS: &[(&str, &[&str])] = &[
     (
