@@ -231,6 +231,11 @@ pub trait Target {
     fn version(&self) -> String;
     /// The default differential configurations; the first is the unoptimized reference.
     fn default_configs(&self) -> Vec<Config>;
+    /// The passes a configuration may leave out, where the target lists them (TVM: its pipeline's optional
+    /// passes, reported by the Python runner); empty otherwise.
+    fn optional_passes(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Compiles `model` (ONNX bytes) under `config` and runs it on `inputs`.
     fn run(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome;
 }

@@ -40,6 +40,7 @@ pub enum Response {
         target: String,
         version: String,
         default_configs: Vec<Config>,
+        optional_passes: Vec<String>,
     },
     Outcome(Outcome),
     /// The worker cannot serve (e.g. the compiler library failed to load).
@@ -101,6 +102,7 @@ pub fn serve(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Re
                     target: target.name().into(),
                     version: target.version(),
                     default_configs: target.default_configs(),
+                    optional_passes: target.optional_passes(),
                 };
                 write_frame(&mut out, &hello)?;
             }
@@ -176,6 +178,9 @@ pub struct WorkerInfo {
     pub target: String,
     pub version: String,
     pub default_configs: Vec<Config>,
+    /// The passes a configuration may leave out (for TVM, the optional passes of its pipeline: what a
+    /// synthesized test can target); empty where the target does not list them.
+    pub optional_passes: Vec<String>,
 }
 
 struct Proc {
@@ -280,7 +285,12 @@ impl Worker {
         let mut w = Worker {
             spec,
             proc: None,
-            info: WorkerInfo { target: String::new(), version: String::new(), default_configs: Vec::new() },
+            info: WorkerInfo {
+                target: String::new(),
+                version: String::new(),
+                default_configs: Vec::new(),
+                optional_passes: Vec::new(),
+            },
             starts: 0,
         };
         w.spawn()?;
@@ -348,8 +358,8 @@ impl Worker {
         let mut proc = Proc { child, stdin, stdout, stderr_tail: tail, stderr_reader: Some(stderr_reader) };
         write_frame(&mut proc.stdin, &Request::Hello).context("worker closed its input at start")?;
         match proc.stdout.next(Instant::now() + Duration::from_secs(120)) {
-            Got::Frame(Response::Hello { target, version, default_configs }) => {
-                self.info = WorkerInfo { target, version, default_configs };
+            Got::Frame(Response::Hello { target, version, default_configs, optional_passes }) => {
+                self.info = WorkerInfo { target, version, default_configs, optional_passes };
                 self.proc = Some(proc);
                 Ok(())
             }
