@@ -9,6 +9,7 @@ macro_rules! reject {
 pub mod campaign;
 pub mod cli;
 pub mod compiler;
+pub mod finding;
 pub mod graph;
 pub mod ops;
 pub mod oracle;

@@ -1,4 +1,5 @@
-//! Small shared helpers: atomic file writes.
+//! Small shared helpers: atomic writes of files and directories, file listing, hex, stable hashes, where the
+//! project's files are.
 
 use anyhow::Context;
 use std::io::Write;
@@ -15,6 +16,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| format!("cannot write in {}", dir.display()))?;
     tmp.write_all(bytes).with_context(|| format!("cannot write {}", path.display()))?;
     tmp.persist(path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// Creates directory `dir` atomically: `fill` writes into a temporary directory beside it, which is then
+/// renamed into place. An existing `dir` (a resumed campaign re-running a test) is kept as it is.
+pub fn write_dir_atomic(dir: &Path, fill: impl FnOnce(&Path) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    if dir.exists() {
+        return Ok(());
+    }
+    let parent = dir.parent().expect("a directory inside the run directory");
+    std::fs::create_dir_all(parent)?;
+    let tmp = tempfile::Builder::new().prefix(".tmp-").tempdir_in(parent)?;
+    fill(tmp.path())?;
+    std::fs::rename(tmp.keep(), dir)?;
     Ok(())
 }
 

@@ -40,13 +40,14 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
 }
 
 fn campaign(a: BenchArgs) -> anyhow::Result<()> {
-    use crate::campaign::{self, source::SeedgenSource, source::TestSource, Budget, Settings};
+    use crate::campaign::{self, Budget, Settings};
+    use crate::synth::source::{SeedgenSource, TestSource};
     let kind = TargetKind::parse(&a.target)?;
     let n = a.tests.unwrap_or(2000);
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
     let dir = tempfile::tempdir()?;
     let settings = Settings {
-        target: a.target.clone(),
+        target: crate::compiler::TargetSet::parse(&a.target)?,
         seed: a.seed,
         budget: Budget::Tests(n),
         jobs,

@@ -5,10 +5,12 @@ mod bench;
 mod check;
 mod convert;
 mod doctor;
+mod export;
 mod extract;
 mod fuzz;
 mod ops;
 mod patterns;
+mod reduce;
 mod run;
 mod seeds;
 mod synth;
@@ -43,9 +45,9 @@ pub enum Command {
     /// Triage a campaign's findings: culprit passes, minimized models, bugs/<signature>/ with reports.
     Triage(triage::TriageArgs),
     /// Minimize one model that shows a bug and write its bug directory (report.md, repro.py, model.onnx).
-    Reduce(triage::ReduceArgs),
+    Reduce(reduce::ReduceArgs),
     /// Export a campaign's bugs and pass-covering passing tests as an ONNX backend-test regression suite.
-    Export(triage::ExportArgs),
+    Export(export::ExportArgs),
     /// Splice one pattern into one seed graph (for debugging synthesis).
     Synth(synth::SynthArgs),
     /// Import ONNX models, validate their structure and type-check them against the op catalog.
@@ -73,8 +75,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Check(c) => check::run(c),
         Command::Synth(c) => synth::run(c),
         Command::Triage(c) => triage::run(c),
-        Command::Reduce(c) => triage::reduce(c),
-        Command::Export(c) => triage::export(c),
+        Command::Reduce(c) => reduce::run(c),
+        Command::Export(c) => export::run(c),
         Command::Convert(c) => convert::run(c),
         Command::Run(c) => run::run(c),
         Command::Doctor(c) => doctor::run(c),

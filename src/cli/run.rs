@@ -94,7 +94,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         let r = (|| {
             let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
             // a Relax synthesis recipe (TVM findings) carries its seed graph, whose inputs it takes
-            let (model, _) = crate::campaign::source::decode_test(&bytes, &path)?;
+            let (model, _) = crate::synth::recipe::decode_test(&bytes, &path)?;
             let feeds = match &a.inputs {
                 Some(p) => inputs::read(p, &model.graph)?,
                 // without inputs the model is still compiled (passes fire); running it then fails with a message

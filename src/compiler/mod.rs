@@ -272,6 +272,53 @@ impl TargetKind {
     }
 }
 
+/// The targets of a campaign: one, or two whose references are compared with each other (`ort,tract`). Parsed
+/// once from `--target`; written as that same text (so checkpoints keep their form).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct TargetSet(Vec<TargetKind>);
+
+impl TargetSet {
+    pub fn parse(s: &str) -> anyhow::Result<TargetSet> {
+        let kinds: Vec<TargetKind> = s.split(',').map(|k| TargetKind::parse(k.trim())).collect::<anyhow::Result<_>>()?;
+        anyhow::ensure!(kinds.len() <= 2, "--target takes one target or two (e.g. ort,tract)");
+        Ok(TargetSet(kinds))
+    }
+
+    pub fn kinds(&self) -> &[TargetKind] {
+        &self.0
+    }
+
+    /// The first target (the one whose patterns and seeds a campaign uses).
+    pub fn first(&self) -> &TargetKind {
+        &self.0[0]
+    }
+
+    /// Exactly this one target.
+    pub fn is(&self, kind: TargetKind) -> bool {
+        self.0 == [kind]
+    }
+}
+
+impl fmt::Display for TargetSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.iter().map(|k| k.name()).collect::<Vec<_>>().join(","))
+    }
+}
+
+impl TryFrom<String> for TargetSet {
+    type Error = anyhow::Error;
+    fn try_from(s: String) -> anyhow::Result<TargetSet> {
+        TargetSet::parse(&s)
+    }
+}
+
+impl From<TargetSet> for String {
+    fn from(t: TargetSet) -> String {
+        t.to_string()
+    }
+}
+
 /// Builds the target a worker hosts. `ort_lib` is the ONNX Runtime library to load (ort only).
 pub fn open(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Result<Box<dyn Target>> {
     match kind {

@@ -3,9 +3,11 @@
 
 mod compare;
 mod filters;
+mod rerun;
 
 pub use compare::{distance, Distance, Structural};
 pub use filters::{unsupported_reason, UNSUPPORTED};
+pub use rerun::{same_outputs, Rerun};
 
 use crate::compiler::{Outcome, Status};
 use serde::{Deserialize, Serialize};

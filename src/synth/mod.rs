@@ -9,6 +9,9 @@ use rand::Rng as _;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub mod bridges;
+pub mod recipe;
+pub mod source;
+pub mod usable;
 
 /// How each open input of a pattern was fed (counted in tests and stats).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,6 +1,7 @@
-//! Where tests come from: one interface for the seed generator, directories of existing models, and (later)
-//! synthesized tests. A test is reproducible from (campaign seed, test id).
+//! Where tests come from: one interface (`TestSource`) over the seed generator, directories of models,
+//! pattern synthesis and Relax-level recipes. A test is reproducible from (campaign seed, test id).
 
+use super::recipe::{Recipe, RecipeUse};
 use crate::graph::onnx;
 use crate::seedgen::{generate, SeedConfig};
 use crate::compiler::{inputs, NamedTensor};
@@ -17,6 +18,13 @@ pub struct Test {
     pub origin: String,
     /// The pass this test was built to trigger (synthesized tests only).
     pub target_pass: Option<String>,
+}
+
+impl Test {
+    /// Whether `model` holds a Relax recipe (TVM synthesis) rather than an ONNX model.
+    pub fn is_recipe(&self) -> bool {
+        Recipe::parse(&self.model).is_some()
+    }
 }
 
 /// Makes test `id` of a campaign; the same id always gives the same test.
@@ -161,74 +169,6 @@ pub struct RelaxSynthSource {
     pub patterns: Vec<crate::pattern::relax::RelaxPattern>,
 }
 
-/// What a recipe asks of the TVM worker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecipeUse {
-    /// A test: splice, compile under the configuration, run.
-    Test,
-    /// The pattern check: splice only; answer with the pattern's module JSON (and its shrunk script).
-    Check,
-    /// A test compiled with TIR's argument assertions on (the pattern check's reference run: catches
-    /// PrimFunc calls whose shapes disagree, which the campaign's assertion-free builds would not).
-    Strict,
-}
-
-/// The recipe of a Relax-synthesized test (what `python/oatest_tvm.py` reads).
-pub fn relax_recipe(
-    seed_onnx: &[u8],
-    pattern: &crate::pattern::relax::RelaxPattern,
-    rng: u32,
-    usage: RecipeUse,
-) -> Vec<u8> {
-    let mut v = serde_json::json!({
-        "kind": "oatest-relax-synth",
-        "seed_onnx": crate::util::to_hex(seed_onnx),
-        "pattern": pattern.script,
-        "pass": pattern.pass,
-        "provenance": pattern.provenance,
-        "rng": rng,
-        "check_only": usage == RecipeUse::Check,
-    });
-    if let (Some(ir), false) = (&pattern.ir_json, usage == RecipeUse::Check) {
-        v["pattern_ir"] = serde_json::Value::String(ir.clone());
-    }
-    if pattern.shrunk {
-        v["pattern_shrunk"] = serde_json::Value::Bool(true);
-    }
-    if usage == RecipeUse::Strict {
-        v["strict"] = serde_json::Value::Bool(true);
-    }
-    v.to_string().into_bytes()
-}
-
-/// A recipe with another seed graph (`None` when the bytes are not a recipe).
-pub fn recipe_with_seed(recipe: &[u8], seed_onnx: &[u8]) -> Option<Vec<u8>> {
-    let mut v: serde_json::Value = serde_json::from_slice(recipe).ok()?;
-    *v.get_mut("seed_onnx")? = serde_json::Value::String(crate::util::to_hex(seed_onnx));
-    Some(v.to_string().into_bytes())
-}
-
-/// The seed model inside a recipe (`None` when the bytes are not a recipe).
-pub fn recipe_seed(bytes: &[u8]) -> Option<crate::graph::Model> {
-    if bytes.first() != Some(&b'{') {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    onnx::decode_model(&crate::util::from_hex(v["seed_onnx"].as_str()?)?).ok()
-}
-
-/// A test file's model: an ONNX model, or a Relax synthesis recipe (TVM findings), whose seed graph is returned
-/// with `true` (the bytes themselves are what the target runs).
-pub fn decode_test(bytes: &[u8], path: &std::path::Path) -> anyhow::Result<(crate::graph::Model, bool)> {
-    match recipe_seed(bytes) {
-        Some(seed) => Ok((seed, true)),
-        None => Ok((
-            onnx::decode_model(bytes).with_context(|| format!("{}: cannot import ONNX model", path.display()))?,
-            false,
-        )),
-    }
-}
-
 impl TestSource for RelaxSynthSource {
     fn make(&mut self, id: u64) -> anyhow::Result<Test> {
         use rand::Rng as _;
@@ -237,7 +177,7 @@ impl TestSource for RelaxSynthSource {
         let m = generate(self.seed, id, &self.cfg);
         let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))?;
         let p = &self.patterns[rng.random_range(0..self.patterns.len())];
-        let model = relax_recipe(&onnx::encode_model(&m), p, rng.random(), RecipeUse::Test);
+        let model = Recipe::new(&onnx::encode_model(&m), p, rng.random(), RecipeUse::Test).to_bytes();
         let origin = format!("synth:{}:{}", p.pass, p.provenance.test.as_deref().unwrap_or("?"));
         Ok(Test { id, model, inputs, origin, target_pass: Some(p.pass.clone()) })
     }

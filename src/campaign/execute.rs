@@ -1,0 +1,157 @@
+//! Executing one test: every configuration of every target in the lane's workers, judged by the oracle, with
+//! inconsistencies re-run before they are believed (`oracle::Rerun`).
+
+use crate::compiler::worker::Worker;
+use crate::compiler::{Config, Outcome};
+use crate::oracle::{Judgement, Oracle, Rerun, Symptom};
+use crate::synth::source::Test;
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
+
+/// One executed test, as a worker thread hands it back.
+pub(super) struct Done {
+    pub test: Test,
+    pub outcomes: Vec<Outcome>,
+    pub judgement: Judgement,
+    pub nondeterministic: u64,
+    pub flaky: u64,
+}
+
+impl Done {
+    /// A placeholder for a test that could not be built: processed in order, counted nowhere else.
+    pub(super) fn skipped(id: u64) -> Done {
+        Done {
+            test: Test { id, model: Vec::new(), inputs: Vec::new(), origin: String::new(), target_pass: None },
+            outcomes: Vec::new(),
+            judgement: Judgement { valid: false, invalid_reason: None, verdicts: Vec::new() },
+            nondeterministic: 0,
+            flaky: 0,
+        }
+    }
+}
+
+/// A worker thread: for each target, run every configuration, judge, and re-run inconsistencies to rule out
+/// nondeterminism; with two targets, also compare their references.
+pub(super) fn execute(
+    mut lane: Vec<Worker>,
+    rx: Arc<Mutex<Receiver<Test>>>,
+    tx: std::sync::mpsc::Sender<Done>,
+    configs: Vec<Vec<Config>>,
+    oracle: Oracle,
+) {
+    let multi = lane.len() > 1;
+    loop {
+        let next = rx.lock().unwrap().recv();
+        let Ok(test) = next else { break };
+        let mut all = Done {
+            test,
+            outcomes: Vec::new(),
+            judgement: Judgement { valid: true, invalid_reason: None, verdicts: Vec::new() },
+            nondeterministic: 0,
+            flaky: 0,
+        };
+        let mut references: Vec<Outcome> = Vec::new();
+        for (k, w) in lane.iter_mut().enumerate() {
+            let (outcomes, mut j, nondet, flaky) = run_and_judge(w, &all.test, &configs[k], &oracle);
+            if multi {
+                for v in &mut j.verdicts {
+                    v.config = format!("{}:{}", w.info.target, v.config);
+                }
+            }
+            if k == 0 {
+                all.judgement.valid = j.valid;
+                all.judgement.invalid_reason = j.invalid_reason.clone();
+            }
+            if j.valid {
+                references.push(outcomes[0].clone());
+            }
+            all.judgement.verdicts.extend(j.verdicts);
+            all.outcomes.extend(outcomes);
+            all.nondeterministic += nondet;
+            all.flaky += flaky;
+        }
+        // across targets: both references ran, so they must agree; re-run both before believing a difference
+        if references.len() == 2 {
+            if let Some(mut v) = oracle.inconsistency(&references[0], &references[1]) {
+                let again: Vec<Outcome> = lane
+                    .iter_mut()
+                    .zip(&configs)
+                    .map(|(w, c)| w.run(&all.test.model, &all.test.inputs, &c[0]))
+                    .collect();
+                let repeated = (0..2).all(|i| crate::oracle::same_outputs(&references[i], &again[i]));
+                match oracle.after_rerun(repeated, &again[0], Some(&again[1])) {
+                    Rerun::Nondeterministic => all.nondeterministic += 1,
+                    Rerun::Flaky => all.flaky += 1,
+                    Rerun::Stands => {
+                        v.config = format!("{}~{}", lane[0].info.target, lane[1].info.target);
+                        all.judgement.verdicts.push(v);
+                    }
+                }
+            }
+        }
+        if tx.send(all).is_err() {
+            break;
+        }
+    }
+}
+
+/// One target: run the test's configurations, judge, and drop inconsistencies that a re-run shows to be
+/// nondeterministic (the reference itself changes) or flaky (they do not come back).
+fn run_and_judge(
+    w: &mut Worker,
+    test: &Test,
+    configs: &[Config],
+    oracle: &Oracle,
+) -> (Vec<Outcome>, Judgement, u64, u64) {
+    // a rewrite rule is not logged on its own: for a test built for one, ask the optimized configurations
+    // to attribute just that rule (one extra session when its container fired)
+    let rule = test.target_pass.as_deref().filter(|p| crate::compiler::rules::container_of(p).is_some());
+    let configs: Vec<Config> = configs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut c = c.clone();
+            if let (Some(r), true) = (rule, i > 0) {
+                c.attribute_rules = true;
+                c.rules_of_interest = vec![r.to_string()];
+            }
+            c
+        })
+        .collect();
+    let outcomes = w.run_configs(&test.model, &test.inputs, &configs);
+    let mut judgement = oracle.judge(&outcomes);
+    let (mut nondeterministic, mut flaky) = (0, 0);
+    if judgement.verdicts.iter().any(|v| v.symptom == Symptom::Inconsistency) {
+        // run the reference and each inconsistent configuration again
+        let again: Vec<Config> = std::iter::once(configs[0].clone())
+            .chain(
+                judgement
+                    .verdicts
+                    .iter()
+                    .filter(|v| v.symptom == Symptom::Inconsistency)
+                    .filter_map(|v| configs.iter().find(|c| c.to_string() == v.config).cloned()),
+            )
+            .collect();
+        let rerun = w.run_configs(&test.model, &test.inputs, &again);
+        let repeated = oracle.repeats(&outcomes[0], &rerun[0]);
+        judgement.verdicts.retain(|v| {
+            if v.symptom != Symptom::Inconsistency {
+                return true;
+            }
+            let again = rerun[1..].iter().find(|o| o.config.to_string() == v.config);
+            match oracle.after_rerun(repeated, &rerun[0], again) {
+                Rerun::Stands => true,
+                Rerun::Nondeterministic => {
+                    nondeterministic += 1;
+                    false
+                }
+                Rerun::Flaky => {
+                    flaky += 1;
+                    false
+                }
+            }
+        });
+    }
+    (outcomes, judgement, nondeterministic, flaky)
+}
+

@@ -1,0 +1,122 @@
+//! The campaign's test sources, built from its settings: Relax recipes from checked TVM patterns, ONNX
+//! synthesis from the patterns that still fire, or generated seeds; mixed with `--seeds DIR` models.
+
+use super::settings::{Mode, Settings};
+use crate::compiler::worker::WorkerSpec;
+use crate::compiler::TargetKind;
+use crate::seedgen::SeedConfig;
+use crate::synth::source::{DirSource, Mix, RelaxSynthSource, SeedgenSource, SynthSource, TestSource};
+
+/// Relax synthesis: the library's patterns whose pass is an optional pass of the TVM pipeline and fires with its
+/// default arguments, checked in TVM workers spliced into a probe seed (`synth::usable::check_library`).
+fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow::Result<RelaxSynthSource> {
+    use crate::pattern::relax::{load_relax_library, pipeline_optional_passes};
+    use crate::synth::usable::{check_library, Usability as Verdict};
+    let t0 = std::time::Instant::now();
+    let (patterns, bad) = load_relax_library(dir)?;
+    for b in bad.iter().take(5) {
+        eprintln!("warning: skipped {b}");
+    }
+    let optional = pipeline_optional_passes();
+    let n = patterns.len();
+    let candidates: Vec<_> =
+        patterns.into_iter().filter(|p| p.fires_with_default_args && optional.contains(&p.pass)).collect();
+    let n_candidates = candidates.len();
+    let mut spec = WorkerSpec::new(TargetKind::Tvm)?;
+    spec.timeout = std::time::Duration::from_millis(s.timeout_ms);
+    let pool = crate::compiler::worker::Pool::start(&spec, s.jobs.clamp(1, candidates.len().max(1)))?;
+    let probe = crate::seedgen::generate(0, 0, &cfg);
+    let (checked, from_cache) = check_library(&pool, candidates, &probe)?;
+    let mut rejected: std::collections::BTreeMap<&str, usize> = Default::default();
+    let (mut usable, mut shrunk) = (Vec::new(), 0);
+    for (p, v) in checked {
+        shrunk += (v == Verdict::Usable && p.shrunk) as usize;
+        match v {
+            Verdict::Usable => usable.push(p),
+            Verdict::NoSplice(_) => *rejected.entry("do not splice").or_default() += 1,
+            Verdict::ReferenceFails(_) => *rejected.entry("fail at the reference").or_default() += 1,
+            Verdict::DoesNotFire => *rejected.entry("do not fire once spliced").or_default() += 1,
+            Verdict::Nondeterministic => *rejected.entry("are nondeterministic").or_default() += 1,
+        }
+    }
+    usable.sort_by(|a, b| (&a.pass, &a.script).cmp(&(&b.pass, &b.script)));
+    let mut why: Vec<String> = rejected.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    if shrunk > 0 {
+        why.push(format!("{shrunk} usable once shrunk"));
+    }
+    eprintln!(
+        "{} of {n} Relax patterns in {} are usable ({n_candidates} target an optional pass of the pipeline and \
+         fire with default arguments; of those {}), checked in {:.1} s ({from_cache} verdicts cached)",
+        usable.len(),
+        dir.display(),
+        if why.is_empty() { "none rejected".to_string() } else { why.join(", ") },
+        t0.elapsed().as_secs_f64()
+    );
+    anyhow::ensure!(!usable.is_empty(), "no usable Relax patterns in {}", dir.display());
+    Ok(RelaxSynthSource { seed: s.seed, cfg, patterns: usable })
+}
+
+/// (op, dtype) pairs TVM refuses, measured into docs/tvm-unsupported.tsv (`*`: the whole op).
+fn tvm_avoid() -> Vec<(String, Option<crate::graph::DType>)> {
+    include_str!("../../docs/tvm-unsupported.tsv")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let mut cols = l.split('\t');
+            let (op, dt) = (cols.next()?.to_string(), cols.next()?);
+            if dt == "*" {
+                return Some((op, None));
+            }
+            crate::graph::DType::ALL.iter().find(|d| d.name() == dt).map(|d| (op, Some(*d)))
+        })
+        .collect()
+}
+
+pub fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
+    let mut cfg = SeedConfig { max_nodes: s.max_nodes, ..Default::default() };
+    if *s.target.first() == TargetKind::Tvm {
+        cfg.avoid = tvm_avoid();
+    }
+    let gen: Box<dyn TestSource> = match (s.mode, &s.patterns) {
+        (Mode::Synth, Some(dir)) if s.target.is(TargetKind::Tvm) => Box::new(relax_source(s, dir, cfg.clone())?),
+        (Mode::Synth, Some(dir)) => {
+            let first = s.target.first().name();
+            let (patterns, bad) = crate::pattern::load_library(dir, first)?;
+            for b in bad.iter().take(5) {
+                eprintln!("warning: skipped {b}");
+            }
+            let n = patterns.len();
+            anyhow::ensure!(n > 0, "{}: no {first} patterns", dir.display());
+            let mut spec = WorkerSpec::new(s.target.first().clone())?;
+            spec.ort_lib = s.ort_lib.clone();
+            let usable = crate::synth::usable::usable_ort_patterns(&spec, s.jobs, patterns, cfg.opset)?;
+            eprintln!(
+                "{} of {n} patterns in {} still fire at opset {}: synthesizing from them",
+                usable.len(),
+                dir.display(),
+                cfg.opset
+            );
+            anyhow::ensure!(!usable.is_empty(), "no usable patterns");
+            let mut synth = SynthSource::new(s.seed, cfg, usable);
+            if let Some(dir) = &s.seeds_dir {
+                // seed graphs from --seeds serve as synthesis bases too (those the op catalog can type-check)
+                for f in crate::util::onnx_files(dir)? {
+                    match crate::graph::onnx::load(&f) {
+                        Ok(m) if crate::ops::check_graph(&m.graph, false).is_ok() => synth.extra_seeds.push(m),
+                        Ok(_) => {
+                            eprintln!("note: {} is not used as a synthesis base (it does not type-check)", f.display())
+                        }
+                        Err(e) => eprintln!("warning: {e:#}"),
+                    }
+                }
+            }
+            Box::new(synth)
+        }
+        _ => Box::new(SeedgenSource { seed: s.seed, cfg }),
+    };
+    Ok(match &s.seeds_dir {
+        Some(dir) => Box::new(Mix(vec![gen, Box::new(DirSource::new(dir, s.seed)?)])),
+        None => gen,
+    })
+}
+

@@ -1,0 +1,32 @@
+//! `oatest export RUN_DIR`: a campaign's bugs and pass-covering passing tests as a regression suite.
+
+use crate::triage;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// A campaign's run directory (with bugs/ after triage, examples/).
+    pub run: PathBuf,
+    /// Where to write the regression suite.
+    #[arg(long)]
+    pub out: PathBuf,
+    #[arg(long, default_value_t = 1e-3)]
+    pub tolerance: f64,
+}
+
+pub fn run(a: ExportArgs) -> anyhow::Result<()> {
+    let e = triage::export::export(&a.run, &a.out, a.tolerance)?;
+    for s in &e.skipped {
+        eprintln!("skipped: {s}");
+    }
+    let bugs = e.cases.values().filter(|c| c.kind == "bug").count();
+    println!(
+        "exported {} cases ({bugs} bugs, {} passing tests) to {}; run: pytest {}",
+        e.cases.len(),
+        e.cases.len() - bugs,
+        a.out.display(),
+        a.out.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,228 @@
+//! A finding on disk, owned here: `findings/<id>-<symptom>/` with the test (`model.onnx`, or `recipe.json` for a
+//! Relax-level test), its inputs, every configuration's outcome (`outcome.json`) and `meta.json`; the schema
+//! (versioned, read and written), atomic writing, loading, and signatures (`signature`).
+
+pub mod signature;
+
+use crate::compiler::{inputs, NamedTensor, Outcome};
+use crate::oracle::{Judgement, Symptom, Verdict};
+use crate::synth::source::Test;
+use crate::util::write_dir_atomic;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The schema version this oatest writes. 1: the test was always `model.onnx` (a Relax recipe too); 2: a Relax
+/// recipe is `recipe.json`, and `meta.json` names the file.
+pub const FORMAT: u32 = 2;
+
+/// Where a test's model is in a finding (or bug) directory: an ONNX model, or a Relax synthesis recipe.
+pub fn test_file_name(is_recipe: bool) -> &'static str {
+    if is_recipe {
+        "recipe.json"
+    } else {
+        "model.onnx"
+    }
+}
+
+/// One configuration's outcome as `outcome.json` (a list of these, the reference first) and `oatest run --json`
+/// record it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutcomeRecord {
+    pub target: String,
+    pub config: String,
+    /// `ok`, `error`, `crash`, `timeout`, `oom`.
+    pub status: String,
+    pub message: String,
+    pub passes_fired: Vec<String>,
+    pub time_ms: f64,
+    /// (name, dtype, shape) of each output.
+    pub outputs: Vec<(String, String, Vec<i64>)>,
+}
+
+impl OutcomeRecord {
+    pub fn new(o: &Outcome) -> OutcomeRecord {
+        OutcomeRecord {
+            target: o.target.clone(),
+            config: o.config.to_string(),
+            status: o.status.kind().to_string(),
+            message: o.status.message(),
+            passes_fired: o.passes_fired.clone(),
+            time_ms: o.time_ms,
+            outputs: o
+                .outputs
+                .iter()
+                .map(|t| (t.name.clone(), t.tensor.dtype.name(), t.tensor.dims.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// `meta.json`: what the finding is and how to regenerate it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    /// Schema version ([`FORMAT`]); files without it are version 1.
+    #[serde(default = "format_1")]
+    pub format: u32,
+    pub target: String,
+    pub target_version: String,
+    pub campaign_seed: u64,
+    pub test_id: u64,
+    pub origin: String,
+    pub symptom: Symptom,
+    /// The coarse signature ([`signature::coarse`] of the primary verdict).
+    pub signature: String,
+    pub verdicts: Vec<Verdict>,
+    /// The test's file in this directory (`model.onnx` or `recipe.json`).
+    #[serde(default = "model_onnx")]
+    pub test_file: String,
+    pub reproduce: String,
+}
+
+fn format_1() -> u32 {
+    1
+}
+
+fn model_onnx() -> String {
+    "model.onnx".into()
+}
+
+impl Meta {
+    /// The verdict the finding is filed under (the one of its symptom).
+    pub fn primary(&self) -> Option<&Verdict> {
+        self.verdicts.iter().find(|v| v.symptom == self.symptom)
+    }
+}
+
+/// Writes the finding directory for a test; returns its path. An existing directory (a resumed campaign
+/// re-running a test) is kept as it is.
+pub fn write(
+    out: &Path,
+    target: &str,
+    version: &str,
+    seed: u64,
+    test: &Test,
+    outcomes: &[Outcome],
+    j: &Judgement,
+) -> anyhow::Result<PathBuf> {
+    let v = signature::primary(j).expect("a finding has a verdict");
+    let dir = out.join("findings").join(format!("{:08}-{}", test.id, v.symptom));
+    let test_file = test_file_name(test.is_recipe());
+    write_dir_atomic(&dir, |tmp| {
+        std::fs::write(tmp.join(test_file), &test.model)?;
+        inputs::write(tmp, "input", &test.inputs)?;
+        let records: Vec<OutcomeRecord> = outcomes.iter().map(OutcomeRecord::new).collect();
+        std::fs::write(tmp.join("outcome.json"), serde_json::to_string_pretty(&records)?)?;
+        let meta = Meta {
+            format: FORMAT,
+            target: target.to_string(),
+            target_version: version.to_string(),
+            campaign_seed: seed,
+            test_id: test.id,
+            origin: test.origin.clone(),
+            symptom: v.symptom,
+            signature: signature::coarse(target, v),
+            verdicts: j.verdicts.clone(),
+            test_file: test_file.to_string(),
+            reproduce: format!("oatest run {test_file} --target {target} --inputs . --judge"),
+        };
+        std::fs::write(tmp.join("meta.json"), serde_json::to_string_pretty(&meta)?)?;
+        Ok(())
+    })?;
+    Ok(dir)
+}
+
+/// Keeps an invalid test (one the reference configuration refused) as `invalid/<test id>/`: the test file,
+/// input_K.pb and reason.txt (the reference's message), so that the seed generator's gaps can be seen.
+pub fn write_invalid(out: &Path, test: &Test, outcomes: &[Outcome]) -> anyhow::Result<()> {
+    let reason = outcomes.first().map(|o| format!("{}: {}\n", o.config, o.status.message())).unwrap_or_default();
+    write_dir_atomic(&out.join("invalid").join(format!("{:08}", test.id)), |tmp| {
+        std::fs::write(tmp.join(test_file_name(test.is_recipe())), &test.model)?;
+        inputs::write(tmp, "input", &test.inputs)?;
+        std::fs::write(tmp.join("reason.txt"), reason)?;
+        Ok(())
+    })
+}
+
+/// A finding directory, read back.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub dir: PathBuf,
+    pub meta: Meta,
+    /// The reference first.
+    pub outcomes: Vec<OutcomeRecord>,
+    /// What the target runs: ONNX bytes, or a recipe's JSON.
+    pub test: Vec<u8>,
+    /// The test's model: the ONNX model, or the recipe's seed graph.
+    pub model: crate::graph::Model,
+    pub recipe: Option<crate::synth::recipe::Recipe>,
+    pub inputs: Vec<NamedTensor>,
+}
+
+impl Loaded {
+    /// The outcome record of a configuration (by its display name).
+    pub fn outcome(&self, config: &str) -> Option<&OutcomeRecord> {
+        self.outcomes.iter().find(|r| r.config == config)
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}: not a finding's file of this format", path.display()))
+}
+
+/// Only `meta.json` of a finding directory (cheap: no model, no inputs).
+pub fn load_meta(dir: &Path) -> anyhow::Result<Meta> {
+    let meta: Meta = read_json(&dir.join("meta.json"))?;
+    anyhow::ensure!(
+        meta.format <= FORMAT,
+        "{}: finding format {} (this oatest reads up to {FORMAT})",
+        dir.join("meta.json").display(),
+        meta.format
+    );
+    Ok(meta)
+}
+
+/// Reads a finding directory.
+pub fn load(dir: &Path) -> anyhow::Result<Loaded> {
+    let meta = load_meta(dir)?;
+    let outcomes: Vec<OutcomeRecord> = read_json(&dir.join("outcome.json"))?;
+    let path = dir.join(&meta.test_file);
+    let test = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let (model, recipe) = crate::synth::recipe::decode_test(&test, &path)?;
+    let inputs = inputs::read(dir, &model.graph)?;
+    Ok(Loaded { dir: dir.to_path_buf(), meta, outcomes, test, model, recipe, inputs })
+}
+
+/// Finding directories of a run, sorted; `pending_only`: those without triage.json.
+pub fn finding_dirs(run: &Path, pending_only: bool) -> anyhow::Result<Vec<PathBuf>> {
+    let findings = run.join("findings");
+    if !findings.exists() {
+        return Ok(Vec::new());
+    }
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&findings)
+        .with_context(|| format!("cannot list {}", findings.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir() && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+        .filter(|p| !pending_only || !p.join("triage.json").exists())
+        .collect();
+    dirs.sort();
+    Ok(dirs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_of_format_1_still_loads() {
+        let v1 = r#"{"target":"ort","target_version":"1.31.1","campaign_seed":1,"test_id":7,"origin":"seedgen",
+            "symptom":"error","signature":"abc","verdicts":[{"symptom":"error","config":"all","detail":"x",
+            "max_diff":null}],"reproduce":"oatest run model.onnx --target ort --inputs . --judge"}"#;
+        let m: Meta = serde_json::from_str(v1).unwrap();
+        assert_eq!((m.format, m.test_file.as_str()), (1, "model.onnx"));
+        assert_eq!(m.primary().unwrap().config, "all");
+        let back: Meta = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+    }
+}

@@ -1,0 +1,121 @@
+//! Signatures: a message normalized (numbers, addresses, quoted and node names removed), the verdict a finding
+//! is filed under, the coarse signature (before triage) and the bug signature (after triage: culprits).
+
+use crate::oracle::{Judgement, Symptom, Verdict};
+
+/// The verdict a finding is filed under: crash, then hang, then error, then inconsistency.
+pub fn primary(j: &Judgement) -> Option<&Verdict> {
+    let rank = |s: Symptom| match s {
+        Symptom::Crash => 0,
+        Symptom::Hang => 1,
+        Symptom::Error => 2,
+        Symptom::Inconsistency => 3,
+    };
+    j.verdicts.iter().min_by_key(|v| rank(v.symptom))
+}
+
+/// A message with the parts that vary between occurrences of one bug removed: numbers, hex addresses, quoted
+/// names.
+pub fn normalize(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut chars = msg.chars().peekable();
+    let mut in_quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        if let Some(q) = in_quote {
+            if c == q {
+                in_quote = None;
+                out.push(q);
+            }
+            continue;
+        }
+        match c {
+            '\'' | '"' => {
+                in_quote = Some(c);
+                out.push(c);
+                out.push('*');
+            }
+            // a parenthesized identifier with digits or underscores is a node or value name: `Node (conv_12)`
+            '(' => {
+                let rest: String = chars.clone().take_while(|&c| c != ')' && c != '(' && !c.is_whitespace()).collect();
+                let closed = chars.clone().nth(rest.chars().count()) == Some(')');
+                if closed && !rest.is_empty() && rest.chars().any(|c| c.is_ascii_digit() || c == '_') {
+                    for _ in 0..=rest.chars().count() {
+                        chars.next();
+                    }
+                    out.push_str("(*)");
+                } else {
+                    out.push('(');
+                }
+            }
+            '0' if chars.peek() == Some(&'x') => {
+                chars.next();
+                while chars.peek().is_some_and(|d| d.is_ascii_hexdigit()) {
+                    chars.next();
+                }
+                out.push('#');
+            }
+            '-' if chars.peek().is_some_and(|d| d.is_ascii_digit()) => {}
+            d if d.is_ascii_digit() => {
+                while chars.peek().is_some_and(|d| d.is_ascii_digit() || *d == '.' || *d == 'e' || *d == '-') {
+                    chars.next();
+                }
+                out.push('#');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The coarse signature of a finding, known as soon as it is found (before triage): target, symptom,
+/// configuration and normalized message, as a short stable hash. Groups findings for the campaign's counts and
+/// for choosing which finding of a group triage takes first.
+pub fn coarse(target: &str, v: &Verdict) -> String {
+    let key = format!("{target}|{}|{}|{}", v.symptom, v.config, normalize(&v.detail));
+    crate::util::stable_hash(&key)
+}
+
+/// The bug signature, known after triage: target, symptom, culprit passes (sorted; `unresolved@<config>` when
+/// there are none) and, for errors, the normalized message. Inconsistency details name outputs and values, so
+/// they do not enter it.
+pub fn bug(target: &str, symptom: Symptom, culprits: &[String], config: &str, detail: &str) -> String {
+    let mut passes = culprits.to_vec();
+    passes.sort();
+    let passes = if passes.is_empty() { format!("unresolved@{config}") } else { passes.join("+") };
+    let message = match symptom {
+        Symptom::Error => normalize(detail),
+        _ => String::new(),
+    };
+    crate::util::stable_hash(&format!("{target}|{symptom}|{passes}|{message}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalization_removes_numbers_addresses_and_names() {
+        assert_eq!(
+            normalize("node 'conv_12' at 0x7ffd12ab: shape [3, 4] vs 2.5e-3, expected -1"),
+            normalize("node 'relu_3' at 0x55aa00: shape [7, 1] vs 9.1e-2, expected 0")
+        );
+        assert_ne!(normalize("Gather failed"), normalize("Reshape failed"));
+        assert_eq!(
+            normalize("Node (p1264_conv_q) Op (QuantizeLinear) input (c6) of (x)"),
+            normalize("Node (t2_0_q) Op (QuantizeLinear) input (c4) of (x)")
+        );
+        assert_ne!(normalize("Op (QuantizeLinear)"), normalize("Op (DequantizeLinear)"));
+    }
+
+    #[test]
+    fn signatures_group_findings_that_differ_only_in_context() {
+        let v = |detail: &str| Verdict {
+            symptom: Symptom::Error,
+            config: "all".into(),
+            detail: detail.into(),
+            max_diff: None,
+        };
+        assert_eq!(coarse("ort", &v("node 'a1' failed at 12")), coarse("ort", &v("node 'b7' failed at 40")));
+        assert_ne!(coarse("ort", &v("x failed")), coarse("tract", &v("x failed")));
+    }
+}

@@ -1,0 +1,112 @@
+//! The finding triage works on: loaded from a campaign's finding directory, or made from runs of a model
+//! (`oatest reduce`); what the target is given for a candidate case.
+
+use super::reduce::Case;
+use crate::compiler::{Config, Outcome};
+use crate::graph::onnx;
+use crate::oracle::Symptom;
+use crate::synth::recipe::Recipe;
+use anyhow::Context;
+use std::path::Path;
+
+/// A finding to triage: the model, its inputs, and what it showed where.
+#[derive(Clone, Debug)]
+pub struct Finding {
+    pub target: String,
+    pub target_version: String,
+    pub symptom: Symptom,
+    /// The configuration that showed the symptom.
+    pub config: Config,
+    /// The unoptimized reference configuration.
+    pub reference: Config,
+    /// Passes that fired under `config` and not under `reference`: the candidates.
+    pub fired: Vec<String>,
+    /// The message of the failing run (errors, crashes) or the inconsistency verdict's detail.
+    pub message: String,
+    pub case: Case,
+    /// Where it came from (a campaign's finding directory, or a model file).
+    pub source: String,
+    /// The bytes the target runs when they are not the ONNX encoding of `case.model`: a Relax synthesis
+    /// recipe (TVM), whose `case.model` is the seed graph. Reduction then reduces the seed graph inside the
+    /// recipe (the Relax pattern is kept whole).
+    pub raw: Option<Vec<u8>>,
+}
+
+impl Finding {
+    /// What the target is given for `case`: its ONNX encoding, or the finding's recipe with `case.model` as
+    /// the seed graph.
+    pub fn bytes(&self, case: &Case) -> Vec<u8> {
+        match &self.raw {
+            Some(b) => match Recipe::parse(b) {
+                Some(r) => r.with_seed(&onnx::encode_model(&case.model)).to_bytes(),
+                None => b.clone(),
+            },
+            None => onnx::encode_model(&case.model),
+        }
+    }
+}
+
+impl Finding {
+    /// Loads a campaign finding directory (`crate::finding::load`). `Ok(None)` for findings without a pass set
+    /// to debug (cross-target differences).
+    pub fn load(dir: &Path) -> anyhow::Result<Option<Finding>> {
+        let f = crate::finding::load(dir)?;
+        let verdict = f.meta.primary().context("meta.json: no verdict for its symptom")?.clone();
+        if f.meta.target.contains(',') || verdict.config.contains(['~', ':']) {
+            return Ok(None);
+        }
+        let fired_in = |name: &str| f.outcome(name).map(|r| r.passes_fired.clone()).unwrap_or_default();
+        let reference_name = f.outcomes.first().map_or("disable", |r| r.config.as_str()).to_string();
+        let always = fired_in(&reference_name);
+        let fired = fired_in(&verdict.config).into_iter().filter(|p| !always.contains(p)).collect();
+        let message = match f.meta.symptom {
+            Symptom::Inconsistency => verdict.detail.clone(),
+            _ => f.outcome(&verdict.config).map(|r| r.message.clone()).unwrap_or_default(),
+        };
+        let raw = f.recipe.is_some().then(|| f.test.clone());
+        Ok(Some(Finding {
+            target: f.meta.target.clone(),
+            target_version: f.meta.target_version.clone(),
+            symptom: f.meta.symptom,
+            config: Config::parse(&verdict.config)?,
+            reference: Config::parse(&reference_name)?,
+            fired,
+            message,
+            case: Case { model: f.model, feeds: f.inputs },
+            source: dir.display().to_string(),
+            raw,
+        }))
+    }
+}
+
+impl Finding {
+    /// A finding from runs of a model: the primary verdict of `judgement` over `outcomes` (first = reference).
+    /// `None` when there is no verdict.
+    pub fn from_runs(
+        target: &str,
+        version: &str,
+        case: Case,
+        outcomes: &[Outcome],
+        judgement: &crate::oracle::Judgement,
+        source: &str,
+    ) -> anyhow::Result<Option<Finding>> {
+        let Some(v) = crate::finding::signature::primary(judgement) else { return Ok(None) };
+        let reference = outcomes.first().context("no runs")?;
+        let shown = outcomes.iter().find(|o| o.config.to_string() == v.config).context("verdict without its run")?;
+        let fired = shown.passes_fired.iter().filter(|p| !reference.passes_fired.contains(p)).cloned().collect();
+        let message = if v.symptom == Symptom::Inconsistency { v.detail.clone() } else { shown.status.message() };
+        Ok(Some(Finding {
+            target: target.to_string(),
+            target_version: version.to_string(),
+            symptom: v.symptom,
+            config: shown.config.clone(),
+            reference: reference.config.clone(),
+            fired,
+            message,
+            case,
+            source: source.to_string(),
+            raw: None,
+        }))
+    }
+}
+

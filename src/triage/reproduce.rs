@@ -1,0 +1,157 @@
+//! Reproducing a finding: runs under chosen pass sets, recognizing its symptom in a run, delta debugging of
+//! its fired passes, and the check every reduction candidate must pass.
+
+use super::dd::{self, Culprits, Probe};
+use super::load::Finding;
+use super::reduce::Case;
+use crate::compiler::worker::Worker;
+use crate::compiler::{Config, NamedTensor, Outcome, Status};
+use crate::finding::signature::normalize;
+use crate::graph::{onnx, Model, Tensor};
+use crate::oracle::{Oracle, Symptom};
+use std::collections::HashMap;
+
+/// How a finding's symptom is recognized in a run, and the runs spent recognizing it.
+pub struct Reproducer<'w> {
+    pub worker: &'w mut Worker,
+    pub oracle: Oracle,
+    pub finding: Finding,
+    pub runs: usize,
+}
+
+impl Reproducer<'_> {
+    pub(super) fn run(&mut self, model: &[u8], feeds: &[NamedTensor], config: &Config) -> Outcome {
+        self.runs += 1;
+        self.worker.run(model, feeds, config)
+    }
+
+    /// The configuration with only `enabled` of the fired passes on.
+    pub fn config_enabling(&self, enabled: &[String]) -> Config {
+        let mut c = self.finding.config.clone();
+        c.disabled.extend(self.finding.fired.iter().filter(|p| !enabled.contains(p)).cloned());
+        c
+    }
+
+    /// Whether `o` shows the finding's symptom: the same kind of failure (for errors, the same normalized
+    /// message), or outputs that differ from `reference`'s.
+    pub fn classify(&self, o: &Outcome, reference: Option<&Outcome>) -> Probe {
+        match (self.finding.symptom, &o.status) {
+            (Symptom::Crash, Status::Crash { .. } | Status::Oom { .. }) => Probe::Symptom,
+            (Symptom::Hang, Status::Timeout { .. }) => Probe::Symptom,
+            (Symptom::Error, Status::Error { message }) => {
+                if normalize(message) == normalize(&self.finding.message) {
+                    Probe::Symptom
+                } else {
+                    Probe::Unresolved
+                }
+            }
+            (Symptom::Inconsistency, Status::Ok) => match reference {
+                Some(r) if r.status == Status::Ok => {
+                    if self.oracle.inconsistency(r, o).is_some() {
+                        Probe::Symptom
+                    } else {
+                        Probe::Clean
+                    }
+                }
+                _ => Probe::Unresolved,
+            },
+            (_, Status::Ok) => Probe::Clean,
+            _ => Probe::Unresolved,
+        }
+    }
+
+    /// Delta-debugs the fired passes of the finding's own model.
+    pub fn culprits(&mut self) -> Culprits {
+        let model = self.finding.bytes(&self.finding.case);
+        let feeds = self.finding.case.feeds.clone();
+        let reference = (self.finding.symptom == Symptom::Inconsistency)
+            .then(|| self.run(&model, &feeds, &self.finding.reference.clone()));
+        let fired = self.finding.fired.clone();
+        let probe = |r: &mut Self, enabled: &[String]| -> Probe {
+            let c = r.config_enabling(enabled);
+            let o = r.run(&model, &feeds, &c);
+            r.classify(&o, reference.as_ref())
+        };
+        let first = dd::culprits(&fired, &mut |e: &[String]| probe(self, e));
+        if !first.passes.is_empty() || !first.note.as_deref().is_some_and(|n| n.contains("no fired pass")) {
+            return first;
+        }
+        // a pass that crashes or fails never reports that it modified the graph: search every pass that runs
+        let universe: Vec<String> =
+            self.passes_at_level().into_iter().filter(|p| !self.finding.config.disabled.contains(p)).collect();
+        if universe.is_empty() {
+            return first;
+        }
+        let saved = std::mem::replace(&mut self.finding.fired, universe.clone());
+        let mut wide = dd::culprits(&universe, &mut |e: &[String]| probe(self, e));
+        wide.runs += first.runs;
+        if wide.passes.is_empty() {
+            self.finding.fired = saved;
+            wide.note = Some(format!(
+                "{} (also with every pass that runs at this level disabled: not caused by a graph transformer)",
+                first.note.unwrap_or_default()
+            ));
+        } else {
+            wide.note =
+                Some("found among all passes that run at this level (the culprit never reported a change)".into());
+        }
+        wide
+    }
+
+    /// Every pass the target runs at the finding's level, from a run of a one-node model.
+    fn passes_at_level(&mut self) -> Vec<String> {
+        use crate::graph::{DType, Graph, Node, OpId, TensorType};
+        let mut g = Graph::new("probe");
+        let ty = TensorType::new(DType::F32, &[1]);
+        g.add_input("x", ty.clone());
+        let _ = g.add_node(Node::new("relu", OpId::onnx("Relu"), vec!["x".into()], vec!["y".into()]));
+        g.add_output("y", ty);
+        let m = Model::new(g);
+        let feeds = crate::compiler::inputs::generate(&m.graph, 0).unwrap_or_default();
+        let mut c = self.finding.config.clone();
+        c.disabled.clear();
+        self.run(&onnx::encode_model(&m), &feeds, &c).passes_ran
+    }
+
+    /// Whether a candidate still shows the finding: the reference runs cleanly, the culprits alone show the
+    /// symptom, and disabling any one culprit makes it go away. Returns the reference and symptom runs.
+    pub fn check(&mut self, case: &Case, culprits: &[String]) -> Option<(Outcome, Outcome)> {
+        let model = self.finding.bytes(case);
+        let reference = self.run(&model, &case.feeds, &self.finding.reference.clone());
+        if reference.status != Status::Ok {
+            return None;
+        }
+        let config = if culprits.is_empty() { self.finding.config.clone() } else { self.config_enabling(culprits) };
+        let shown = self.run(&model, &case.feeds, &config);
+        if self.classify(&shown, Some(&reference)) != Probe::Symptom {
+            return None;
+        }
+        for c in culprits {
+            let mut without = config.clone();
+            without.disabled.push(c.clone());
+            let o = self.run(&model, &case.feeds, &without);
+            if self.classify(&o, Some(&reference)) != Probe::Clean {
+                return None;
+            }
+        }
+        Some((reference, shown))
+    }
+
+    /// The reference value of every typed intermediate value of a case (one run with all of them exposed).
+    pub fn values(&mut self, case: &Case) -> HashMap<String, Tensor> {
+        let Ok(types) = crate::ops::infer_types(&case.model.graph, false) else { return HashMap::new() };
+        let mut m: Model = case.model.clone();
+        let g = &mut m.graph;
+        let ids: Vec<_> = g.node_ids().collect();
+        for id in ids {
+            for o in g.node(id).outputs.clone() {
+                if let (false, Some(t)) = (o.is_empty() || g.outputs.contains(&o), types.get(&o)) {
+                    g.add_output(&o, t.clone());
+                }
+            }
+        }
+        let o = self.run(&onnx::encode_model(&m), &case.feeds, &self.finding.reference.clone());
+        o.outputs.into_iter().map(|t| (t.name, t.tensor)).collect()
+    }
+}
+
