@@ -186,6 +186,7 @@ pub fn triage_dir(
 
 #[cfg(test)]
 mod tests {
+    use crate::compiler::Config;
     use super::*;
     use crate::graph::{Graph, Model};
 
