@@ -41,7 +41,7 @@ def load_inputs():
 
 def run_tvm(level, disabled):
     """Outputs of the TVM runner prepended to this script (its `run`, `_from_numpy`, `_to_numpy`)."""
-    with open(os.path.join(HERE, "model.onnx"), "rb") as f:
+    with open(os.path.join(HERE, CASE.get("test_file", "model.onnx")), "rb") as f:
         model = f.read()
     wire = [_from_numpy(name, a) for name, a in load_inputs().items()]  # noqa: F821
     r = run(model, wire, level, disabled)  # noqa: F821

@@ -194,7 +194,7 @@ fn print_summary(s: &campaign::Summary) {
     }
     println!("  triaged           {} findings: {} distinct bugs", st.findings_triaged, st.bugs);
     println!("  results           {}", s.out.display());
-    println!("    stats.json, throughput.svg, passes.svg, findings/<test>-<symptom>/ (model.onnx, input_*.pb, outcome.json, meta.json)");
+    println!("    stats.json, throughput.svg, passes.svg, findings/<test>-<symptom>/ (model.onnx or recipe.json, input_*.pb, outcome.json, meta.json)");
     println!("    bugs/<signature>/ (report.md, repro.py, model.onnx minimized, original.onnx), examples/<pass>/");
     println!("    regression suite: oatest export {} --out DIR", s.out.display());
 }

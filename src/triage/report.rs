@@ -60,9 +60,18 @@ pub fn write(
     findings: Vec<String>,
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    // a Relax synthesis recipe (TVM) is kept as it is: the runner and repro.py read it in place of ONNX
-    write_atomic(&dir.join("model.onnx"), &m.model_bytes)?;
-    write_atomic(&dir.join("original.onnx"), &f.bytes(&f.case))?;
+    // a Relax synthesis recipe (TVM) is a recipe.json, which the runner and repro.py read in place of ONNX
+    let (test_file, original_file) = files(f, m);
+    for (keep, other) in [(test_file, "recipe.json"), (test_file, "model.onnx"), (original_file, "original.json")] {
+        if keep != other && dir.join(other).exists() {
+            std::fs::remove_file(dir.join(other))?; // a smaller representative of another kind replaced it
+        }
+    }
+    if original_file != "original.onnx" && dir.join("original.onnx").exists() {
+        std::fs::remove_file(dir.join("original.onnx"))?;
+    }
+    write_atomic(&dir.join(test_file), &m.model_bytes)?;
+    write_atomic(&dir.join(original_file), &f.bytes(&f.case))?;
     for stale in std::fs::read_dir(dir)?.filter_map(|e| e.ok()).map(|e| e.path()) {
         let name = stale.file_name().unwrap_or_default().to_string_lossy().to_string();
         if (name.starts_with("input_") || name.starts_with("output_")) && name.ends_with(".pb") {
@@ -86,6 +95,13 @@ pub fn write(
         findings,
     };
     write_atomic(&dir.join("bug.json"), serde_json::to_string_pretty(&rec)?.as_bytes())
+}
+
+/// The names of a bug directory's minimized test (`model.onnx`, or `recipe.json` when the Relax pattern is
+/// needed) and of the finding's original test (`original.onnx`, or `original.json` for a recipe).
+pub fn files(f: &Finding, m: &Minimized) -> (&'static str, &'static str) {
+    let test = crate::finding::test_file_name(m.pattern_needed);
+    (test, if f.raw.is_some() { "original.json" } else { "original.onnx" })
 }
 
 /// The model as a node list: inputs, constants, one line per node, outputs.
@@ -222,8 +238,8 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
     if let Some(recipe) = &recipe {
         let _ = writeln!(
             s,
-            "\n## Test\n\nA Relax-level test: `model.onnx` holds oatest's synthesis recipe (JSON: the seed graph below, \
-             the Relax pattern and its provenance, the random seed), which `python/oatest_tvm.py` (embedded in \
+            "\n## Test\n\nA Relax-level test: `recipe.json` is oatest's synthesis recipe (JSON: the seed graph below, \
+             the Relax pattern and its provenance, the random seed), which oatest's Relax runner (embedded in \
              repro.py) turns into the IRModule: the seed imported with `from_onnx`, the pattern's entry called from \
              its dataflow block. Reduction minimized the seed graph; the pattern is kept whole.\n\nSeed graph \
              (minimized):\n\n```\n{}```\n",
@@ -237,7 +253,7 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
         if f.raw.is_some() {
             let _ = writeln!(
                 s,
-                "\nFound by a Relax-level test (`original.onnx`: a synthesis recipe); its minimized seed graph shows \
+                "\nFound by a Relax-level test (`original.json`: a synthesis recipe); its minimized seed graph shows \
                  the bug without the Relax pattern, so `model.onnx` is that plain ONNX model."
             );
         }
@@ -288,10 +304,12 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
             f.target_version
         );
     }
-    let _ = writeln!(s, "With oatest: `oatest run model.onnx --target {} --inputs . --judge`\n", f.target);
+    let (test_file, original_file) = files(f, m);
+    let _ = writeln!(s, "With oatest: `oatest run {test_file} --target {} --inputs . --judge`\n", f.target);
     let _ = writeln!(
         s,
-        "Files: `model.onnx` (minimized), `original.onnx`, `input_K.pb` (inputs), `output_K.pb` (reference outputs).\n"
+        "Files: `{test_file}` (minimized), `{original_file}`, `input_K.pb` (inputs), `output_K.pb` (reference \
+         outputs).\n"
     );
     let _ = writeln!(s, "Found by oatest (optimization-aware fuzzing) from `{}`.", f.source);
     s
@@ -312,6 +330,7 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> anyh
         "threads": config.threads,
         "tolerance": tolerance,
         "n_inputs": m.case.feeds.len(),
+        "test_file": files(f, m).0,
         // a hang is what the campaign called one; other symptoms get room for a slow machine
         "timeout_s": if f.symptom == Symptom::Hang { (t.timeout_ms as f64 / 1000.0).max(1.0) } else { 120.0 },
         "expected_message": t.detail,
