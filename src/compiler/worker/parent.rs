@@ -1,132 +1,18 @@
-//! Worker processes: `oatest worker --target T` serves length-prefixed bincode requests on stdin/stdout; the
-//! parent side (`Worker`) turns the wait status of a dead, hung or bloated worker into an `Outcome` and respawns.
+//! The parent side of a worker: starts `oatest worker` (memory limit, SCHED_IDLE for background work), sends
+//! requests, and turns a dead, hung or bloated worker's wait status and last words into an `Outcome`, then
+//! respawns it for the next request.
 
-use super::{open, Config, NamedTensor, Outcome, Status, TargetKind};
+use super::cpu::cpu_time;
+use super::protocol::{write_frame, Request, RequestRef, Response, MAX_INPUT_BYTES};
+use super::reader::{FrameReader, Got};
+use crate::compiler::{Config, NamedTensor, Outcome, Status, TargetKind};
 use anyhow::Context;
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::collections::VecDeque;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-#[derive(Serialize, Deserialize, Debug)]
-pub enum Request {
-    Hello,
-    /// Run the model under each configuration; one `Response::Outcome` comes back per configuration.
-    Run {
-        model: Vec<u8>,
-        inputs: Vec<NamedTensor>,
-        configs: Vec<Config>,
-    },
-}
-
-/// The parent's view of [`Request`]: the same encoding, without copying the model and inputs.
-#[derive(Serialize)]
-enum RequestRef<'a> {
-    #[allow(dead_code)]
-    Hello,
-    Run {
-        model: &'a [u8],
-        inputs: &'a [NamedTensor],
-        configs: &'a [Config],
-    },
-}
-
-#[derive(Serialize, Deserialize, Debug)]
-pub enum Response {
-    Hello {
-        target: String,
-        version: String,
-        default_configs: Vec<Config>,
-        optional_passes: Vec<String>,
-    },
-    Outcome(Outcome),
-    /// The worker cannot serve (e.g. the compiler library failed to load).
-    Fatal(String),
-}
-
-/// The largest frame accepted (a model plus its inputs).
-const MAX_FRAME: usize = 1 << 30;
-/// Inputs larger than this are not sent: the model is compiled without running.
-pub const MAX_INPUT_BYTES: usize = 256 << 20;
-
-pub fn write_frame<T: Serialize>(w: &mut impl Write, msg: &T) -> anyhow::Result<()> {
-    let bytes = bincode::serialize(msg)?;
-    w.write_all(&(bytes.len() as u32).to_le_bytes())?;
-    w.write_all(&bytes)?;
-    w.flush()?;
-    Ok(())
-}
-
-/// Reads one frame; `Ok(None)` at a clean end of stream.
-pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> anyhow::Result<Option<T>> {
-    let mut len = [0u8; 4];
-    match r.read_exact(&mut len) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
-    }
-    let len = u32::from_le_bytes(len) as usize;
-    anyhow::ensure!(len <= MAX_FRAME, "frame of {len} bytes exceeds the limit");
-    let mut buf = vec![0u8; len];
-    r.read_exact(&mut buf)?;
-    Ok(Some(bincode::deserialize(&buf)?))
-}
-
-/// The child side: serve requests until stdin closes. Stdout is kept for frames only: anything a library
-/// prints to fd 1 goes to stderr instead.
-pub fn serve(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Result<()> {
-    // SAFETY: plain fd duplication at startup, before any other thread writes to stdout.
-    let frames_fd = unsafe {
-        let fd = libc::dup(1);
-        anyhow::ensure!(fd >= 0 && libc::dup2(2, 1) >= 0, "cannot redirect stdout");
-        fd
-    };
-    use std::os::fd::FromRawFd;
-    // SAFETY: frames_fd is a fresh descriptor owned by nobody else.
-    let mut out = std::io::BufWriter::new(unsafe { std::fs::File::from_raw_fd(frames_fd) });
-    let mut input = std::io::BufReader::new(std::io::stdin().lock());
-    let mut target = match open(kind, ort_lib) {
-        Ok(t) => t,
-        Err(e) => {
-            write_frame(&mut out, &Response::Fatal(format!("{e:#}")))?;
-            return Ok(());
-        }
-    };
-    while let Some(req) = read_frame::<Request>(&mut input)? {
-        match req {
-            Request::Hello => {
-                let hello = Response::Hello {
-                    target: target.name().into(),
-                    version: target.version(),
-                    default_configs: target.default_configs(),
-                    optional_passes: target.optional_passes(),
-                };
-                write_frame(&mut out, &hello)?;
-            }
-            Request::Run { model, inputs, configs } => {
-                for config in &configs {
-                    let o = fit_frame(target.run(&model, &inputs, config));
-                    write_frame(&mut out, &Response::Outcome(o))?;
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// An outcome whose outputs would not fit in a frame keeps its passes but loses its outputs, with a message.
-fn fit_frame(mut o: Outcome) -> Outcome {
-    if bincode::serialized_size(&o).unwrap_or(u64::MAX) > MAX_FRAME as u64 {
-        let bytes: usize = o.outputs.iter().map(|t| t.tensor.raw().map_or(0, |r| r.len())).sum();
-        o.outputs.clear();
-        o.status =
-            Status::Error { message: format!("outputs of {bytes} bytes exceed oatest's {MAX_FRAME}-byte frame limit") };
-    }
-    o
-}
 
 /// How to start a worker.
 #[derive(Clone, Debug)]
@@ -147,17 +33,6 @@ pub struct WorkerSpec {
 
 /// A background worker's request ends, however little CPU it got, after this many hang limits of wall time.
 pub const BACKGROUND_WALL_FACTOR: u32 = 6;
-
-/// CPU time (user + system) a process has used so far, from /proc.
-fn cpu_time(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    // after the command: state is field 3, utime 14 and stime 15 (1-based, as in proc(5))
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Some(Duration::from_millis(ticks * 1000 / hz))
-}
 
 impl WorkerSpec {
     pub fn new(kind: TargetKind) -> anyhow::Result<WorkerSpec> {
@@ -190,61 +65,6 @@ struct Proc {
     stderr_tail: Arc<Mutex<VecDeque<u8>>>,
     /// Ends when the worker's stderr closes: joined after the worker died, so its last words are all read.
     stderr_reader: Option<std::thread::JoinHandle<()>>,
-}
-
-/// What reading the worker's next frame gave.
-enum Got {
-    Frame(Response),
-    /// End of stream or an undecodable frame: the worker is dead or broken.
-    Gone,
-    TimedOut,
-}
-
-/// Reads frames from the worker's stdout in the calling thread, with a deadline (poll(2)): no reader thread,
-/// no channel hand-off on the hot path.
-struct FrameReader {
-    out: std::process::ChildStdout,
-    buf: Vec<u8>,
-}
-
-impl FrameReader {
-    fn next(&mut self, deadline: Instant) -> Got {
-        use std::os::fd::AsRawFd;
-        loop {
-            if self.buf.len() >= 4 {
-                let len = u32::from_le_bytes(self.buf[..4].try_into().unwrap()) as usize;
-                if len > MAX_FRAME {
-                    return Got::Gone;
-                }
-                if self.buf.len() >= 4 + len {
-                    let r = bincode::deserialize(&self.buf[4..4 + len]);
-                    self.buf.drain(..4 + len);
-                    return r.map_or(Got::Gone, Got::Frame);
-                }
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Got::TimedOut;
-            }
-            let mut pfd = libc::pollfd { fd: self.out.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd for the duration of the call.
-            let n = unsafe { libc::poll(&mut pfd, 1, left.as_millis().clamp(1, i32::MAX as u128) as i32) };
-            if n < 0 {
-                if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Got::Gone;
-            }
-            if n == 0 {
-                continue; // deadline check above decides
-            }
-            let mut chunk = [0u8; 64 * 1024];
-            match self.out.read(&mut chunk) {
-                Ok(0) | Err(_) => return Got::Gone,
-                Ok(k) => self.buf.extend_from_slice(&chunk[..k]),
-            }
-        }
-    }
 }
 
 /// A worker process seen from the parent; restarted after every crash, hang or memory blow-up.
@@ -336,7 +156,7 @@ impl Worker {
         }
         let mut child = cmd.spawn().with_context(|| format!("cannot start worker {}", self.spec.exe.display()))?;
         let stdin = child.stdin.take().expect("piped");
-        let stdout = FrameReader { out: child.stdout.take().expect("piped"), buf: Vec::new() };
+        let stdout = FrameReader::new(child.stdout.take().expect("piped"));
         let stderr = child.stderr.take();
         let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL)));
         let t2 = tail.clone();
@@ -510,51 +330,5 @@ pub fn classify(status: Option<std::process::ExitStatus>, stderr_tail: &str) -> 
         Some(s) if s.signal().is_some() => Status::Crash { signal: s.signal(), message: stderr_tail.to_string() },
         Some(s) => Status::Crash { signal: None, message: format!("worker exited with {s}: {stderr_tail}") },
         None => Status::Crash { signal: None, message: format!("worker vanished: {stderr_tail}") },
-    }
-}
-
-/// N workers, each used by one thread at a time.
-pub struct Pool {
-    workers: Vec<Mutex<Worker>>,
-}
-
-impl Pool {
-    pub fn start(spec: &WorkerSpec, n: usize) -> anyhow::Result<Pool> {
-        let workers =
-            (0..n.max(1)).map(|_| Worker::start(spec.clone()).map(Mutex::new)).collect::<anyhow::Result<_>>()?;
-        Ok(Pool { workers })
-    }
-
-    pub fn len(&self) -> usize {
-        self.workers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.workers.is_empty()
-    }
-
-    pub fn info(&self) -> WorkerInfo {
-        self.workers[0].lock().unwrap().info.clone()
-    }
-
-    /// Applies `f` to every item, spreading them over the workers; results come back in item order.
-    pub fn map<T: Send, R: Send>(&self, items: Vec<T>, f: impl Fn(&mut Worker, T) -> R + Sync) -> Vec<R> {
-        let n = items.len();
-        let queue = Mutex::new(items.into_iter().enumerate().collect::<VecDeque<_>>());
-        let results = Mutex::new((0..n).map(|_| None).collect::<Vec<Option<R>>>());
-        std::thread::scope(|s| {
-            for w in &self.workers {
-                let (queue, results, f) = (&queue, &results, &f);
-                s.spawn(move || {
-                    let mut worker = w.lock().unwrap();
-                    loop {
-                        let Some((i, item)) = queue.lock().unwrap().pop_front() else { break };
-                        let r = f(&mut worker, item);
-                        results.lock().unwrap()[i] = Some(r);
-                    }
-                });
-            }
-        });
-        results.into_inner().unwrap().into_iter().map(|r| r.expect("every item ran")).collect()
     }
 }

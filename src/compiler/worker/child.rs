@@ -1,0 +1,58 @@
+//! The worker side (`oatest worker --target T`): opens one target and answers requests on stdin until it
+//! closes, writing frames to the original stdout while everything else printed to fd 1 goes to stderr.
+
+use super::protocol::{read_frame, write_frame, Request, Response, MAX_FRAME};
+use crate::compiler::{open, Outcome, Status, TargetKind};
+
+/// The child side: serve requests until stdin closes. Stdout is kept for frames only: anything a library
+/// prints to fd 1 goes to stderr instead.
+pub fn serve(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Result<()> {
+    // SAFETY: plain fd duplication at startup, before any other thread writes to stdout.
+    let frames_fd = unsafe {
+        let fd = libc::dup(1);
+        anyhow::ensure!(fd >= 0 && libc::dup2(2, 1) >= 0, "cannot redirect stdout");
+        fd
+    };
+    use std::os::fd::FromRawFd;
+    // SAFETY: frames_fd is a fresh descriptor owned by nobody else.
+    let mut out = std::io::BufWriter::new(unsafe { std::fs::File::from_raw_fd(frames_fd) });
+    let mut input = std::io::BufReader::new(std::io::stdin().lock());
+    let mut target = match open(kind, ort_lib) {
+        Ok(t) => t,
+        Err(e) => {
+            write_frame(&mut out, &Response::Fatal(format!("{e:#}")))?;
+            return Ok(());
+        }
+    };
+    while let Some(req) = read_frame::<Request>(&mut input)? {
+        match req {
+            Request::Hello => {
+                let hello = Response::Hello {
+                    target: target.name().into(),
+                    version: target.version(),
+                    default_configs: target.default_configs(),
+                    optional_passes: target.optional_passes(),
+                };
+                write_frame(&mut out, &hello)?;
+            }
+            Request::Run { model, inputs, configs } => {
+                for config in &configs {
+                    let o = fit_frame(target.run(&model, &inputs, config));
+                    write_frame(&mut out, &Response::Outcome(o))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An outcome whose outputs would not fit in a frame keeps its passes but loses its outputs, with a message.
+fn fit_frame(mut o: Outcome) -> Outcome {
+    if bincode::serialized_size(&o).unwrap_or(u64::MAX) > MAX_FRAME as u64 {
+        let bytes: usize = o.outputs.iter().map(|t| t.tensor.raw().map_or(0, |r| r.len())).sum();
+        o.outputs.clear();
+        o.status =
+            Status::Error { message: format!("outputs of {bytes} bytes exceed oatest's {MAX_FRAME}-byte frame limit") };
+    }
+    o
+}

@@ -1,0 +1,14 @@
+//! Worker processes: `oatest worker --target T` serves length-prefixed bincode requests on stdin/stdout; the
+//! parent side (`Worker`) turns the wait status of a dead, hung or bloated worker into an `Outcome` and respawns.
+
+mod child;
+mod cpu;
+mod parent;
+mod pool;
+mod protocol;
+mod reader;
+
+pub use child::serve;
+pub use parent::{classify, Worker, WorkerInfo, WorkerSpec, BACKGROUND_WALL_FACTOR};
+pub use pool::Pool;
+pub use protocol::{read_frame, write_frame, Request, Response, MAX_INPUT_BYTES};

@@ -1,0 +1,70 @@
+//! The wire protocol between parent and worker: frames are a little-endian `u32` length and that many bytes of
+//! bincode; the parent sends [`Request`]s, the worker answers with [`Response`]s.
+
+use crate::compiler::{Config, NamedTensor, Outcome};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::io::{Read, Write};
+
+#[derive(Serialize, Deserialize, Debug)]
+pub enum Request {
+    Hello,
+    /// Run the model under each configuration; one `Response::Outcome` comes back per configuration.
+    Run {
+        model: Vec<u8>,
+        inputs: Vec<NamedTensor>,
+        configs: Vec<Config>,
+    },
+}
+
+/// The parent's view of [`Request`]: the same encoding, without copying the model and inputs.
+#[derive(Serialize)]
+pub(super) enum RequestRef<'a> {
+    #[allow(dead_code)]
+    Hello,
+    Run {
+        model: &'a [u8],
+        inputs: &'a [NamedTensor],
+        configs: &'a [Config],
+    },
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub enum Response {
+    Hello {
+        target: String,
+        version: String,
+        default_configs: Vec<Config>,
+        optional_passes: Vec<String>,
+    },
+    Outcome(Outcome),
+    /// The worker cannot serve (e.g. the compiler library failed to load).
+    Fatal(String),
+}
+
+/// The largest frame accepted (a model plus its inputs).
+pub(super) const MAX_FRAME: usize = 1 << 30;
+/// Inputs larger than this are not sent: the model is compiled without running.
+pub const MAX_INPUT_BYTES: usize = 256 << 20;
+
+pub fn write_frame<T: Serialize>(w: &mut impl Write, msg: &T) -> anyhow::Result<()> {
+    let bytes = bincode::serialize(msg)?;
+    w.write_all(&(bytes.len() as u32).to_le_bytes())?;
+    w.write_all(&bytes)?;
+    w.flush()?;
+    Ok(())
+}
+
+/// Reads one frame; `Ok(None)` at a clean end of stream.
+pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> anyhow::Result<Option<T>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    anyhow::ensure!(len <= MAX_FRAME, "frame of {len} bytes exceeds the limit");
+    let mut buf = vec![0u8; len];
+    r.read_exact(&mut buf)?;
+    Ok(Some(bincode::deserialize(&buf)?))
+}
