@@ -2,7 +2,9 @@
 //! metadata (compiler, pass, granularity, ports with concrete and abstract types, provenance), stored as one
 //! ONNX file whose `metadata_props["oatest.pattern"]` holds the metadata as JSON (format version 1).
 
+pub mod capture;
 pub mod extract;
+pub mod library;
 
 use crate::graph::{onnx, DType, Graph, Model, TensorType};
 use anyhow::Context;
