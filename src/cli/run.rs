@@ -51,22 +51,12 @@ pub struct RunArgs {
     pub jobs: Option<usize>,
 }
 
+/// One line of `--json`: the model and its outcome, in the shape `outcome.json` records it.
 #[derive(Serialize)]
-struct Row<'a> {
+struct Row {
     model: String,
-    config: String,
-    status: &'static str,
-    message: String,
-    passes_fired: &'a [String],
-    time_ms: f64,
-    outputs: Vec<OutputRow>,
-}
-
-#[derive(Serialize)]
-struct OutputRow {
-    name: String,
-    dtype: String,
-    shape: Vec<i64>,
+    #[serde(flatten)]
+    outcome: crate::finding::OutcomeRecord,
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
@@ -148,23 +138,7 @@ fn print_judgement(path: &std::path::Path, j: &crate::oracle::Judgement, json: b
 fn print_outcomes(path: &std::path::Path, outcomes: &[Outcome], json: bool) -> anyhow::Result<()> {
     for o in outcomes {
         if json {
-            let row = Row {
-                model: path.display().to_string(),
-                config: o.config.to_string(),
-                status: o.status.kind(),
-                message: o.status.message(),
-                passes_fired: &o.passes_fired,
-                time_ms: o.time_ms,
-                outputs: o
-                    .outputs
-                    .iter()
-                    .map(|t| OutputRow {
-                        name: t.name.clone(),
-                        dtype: t.tensor.dtype.name(),
-                        shape: t.tensor.dims.clone(),
-                    })
-                    .collect(),
-            };
+            let row = Row { model: path.display().to_string(), outcome: crate::finding::OutcomeRecord::new(o) };
             println!("{}", serde_json::to_string(&row)?);
         } else {
             let msg: String = o.status.message().chars().take(100).collect();
