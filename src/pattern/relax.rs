@@ -31,7 +31,7 @@ pub struct RelaxPattern {
     /// script); recipes carry it as `pattern_ir`.
     #[serde(skip)]
     pub ir_json: Option<String>,
-    /// The script was shrunk by the check (large dimensions divided, see `python/oatest_tvm.py`'s `shrink`).
+    /// The script was shrunk by the check (large dimensions divided, see `python/oatest_tvm_check.py`'s `shrink`).
     #[serde(skip)]
     pub shrunk: bool,
 }
@@ -51,20 +51,6 @@ impl RelaxPattern {
         anyhow::ensure!(!p.script.is_empty(), "{}: empty script", path.display());
         Ok(Some(p))
     }
-}
-
-/// The optional passes of the TVM target's pipeline (`python/oatest_tvm.py`'s PIPELINE minus the passes every
-/// configuration needs): the passes a synthesized test can target.
-pub fn pipeline_optional_passes() -> Vec<String> {
-    include_str!("../../python/oatest_tvm.py")
-        .lines()
-        .filter_map(|l| {
-            let l = l.trim().strip_prefix("(\"")?;
-            let (name, rest) = l.split_once("\", \"")?;
-            let level = rest.strip_suffix("\"),")?;
-            (level != "required").then(|| name.to_string())
-        })
-        .collect()
 }
 
 /// Every Relax pattern below `dir`.
@@ -154,7 +140,7 @@ pub fn check_library(
     use crate::compiler::{Config, Level, Status};
     let probe_bytes = crate::graph::onnx::encode_model(probe);
     let inputs = crate::compiler::inputs::generate(&probe.graph, 0)?;
-    let runner = include_str!("../../python/oatest_tvm.py");
+    let runner = crate::compiler::tvm::runner_fingerprint();
     let key = crate::util::stable_hash(&format!(
         "{CHECK_VERSION}\n{runner}\n{}\n{}",
         pool.info().version,
@@ -258,12 +244,5 @@ mod tests {
         let left: Vec<bool> = paths.iter().map(|p| p.exists()).collect();
         assert_eq!(left, [false, false, true, true, true, true]);
         assert!(other.exists(), "only check files are pruned");
-    }
-
-    #[test]
-    fn the_pipeline_list_is_read_from_the_runner() {
-        let p = super::pipeline_optional_passes();
-        assert!(p.contains(&"FuseOps".to_string()) && p.contains(&"StaticPlanBlockMemory".to_string()), "{p:?}");
-        assert!(!p.contains(&"LegalizeOps".to_string()), "required passes are not targets");
     }
 }
