@@ -1,5 +1,7 @@
 """The TVM Relax side of oatest's `tvm` target, called from the worker process through pyo3 (see
-src/target/tvm.rs). One function, `run`, compiles an ONNX model under a configuration and runs it.
+src/compiler/tvm.rs): the request entry points and the compile-and-run machinery. `run` compiles an ONNX model
+(or a Relax-level recipe, see oatest_tvm_synth) under a configuration and runs it; `version` and
+`optional_passes` describe the target to the worker's greeting.
 
 A configuration is a level plus passes to leave out. The pipeline is one explicit list of Relax passes; each
 pass belongs to a level, and a level runs its passes and those of every lower level. `required` passes are
@@ -8,28 +10,22 @@ PassContext records which pipeline passes ran and which changed the module (stru
 
 Tensors cross the boundary as (name, ONNX dtype code, dims, raw little-endian bytes).
 
-Relax-level synthesis: a model may also be a recipe (JSON: a seed ONNX model, a Relax pattern from
-patterns/tvm, a random seed). `synthesize` imports the seed with from_onnx, merges the pattern's functions into
-the module (its entry function under a fresh private name), and calls it from the seed's dataflow block at a
-random point: each pattern parameter is fed by a seed value of the same type, or by a bridge from another seed
-value (R.reshape, R.strided_slice, R.nn.pad, R.zeros + R.concat, R.astype), or by R.zeros; its result becomes an
-extra output of main. The module is checked with relax.analysis.well_formed before it is compiled.
-
-Recipe keys: `seed_onnx` (hex), `pattern` (TVMScript), `pattern_ir` (the same module as TVM JSON, loaded instead
-of parsing when present), `rng`, `pass` and `provenance` (information), `check_only` (the campaign's pattern
-check: splice only, answer with the module JSON and the possibly shrunk script), `strict` (compile with TIR's
-argument assertions on), `pattern_shrunk` (information).
+A model may also be a recipe (JSON): oatest_tvm_synth turns it into a Relax module, and oatest_tvm_check
+answers the campaign's pattern check. Recipe keys: `seed_onnx` (hex), `pattern` (TVMScript), `pattern_ir` (the
+same module as TVM JSON, loaded instead of parsing when present), `rng`, `pass` and `provenance` (information),
+`check_only` (the campaign's pattern check: splice only, answer with the module JSON and the possibly shrunk
+script), `strict` (compile with TIR's argument assertions on), `pattern_shrunk` (information).
 
 Builds are for speed, identically for every configuration of a test: LLVM at -O0 (F16C when the host has it), TIR
 argument assertions, CSE and storage rewriting off, linked with `ld -shared` rather than JIT-compiled.
+
+The worker loads oatest_tvm_synth, oatest_tvm_check and this module, in that order, from the sources compiled
+into the binary (RUNNER_SOURCES in src/compiler/tvm.rs); a TVM bug's repro.py embeds all three.
 """
 from __future__ import annotations
 
 import json
-import math
 import os
-import random
-import re
 import shutil
 import subprocess
 import tempfile
@@ -39,11 +35,13 @@ import onnx
 import tvm
 from onnx import helper
 from tvm import relax
-from tvm.relax.frontend.onnx import from_onnx
 
 import tvm.tirx
 import tvm_ffi
 from tvm_ffi import structural_hash
+
+from oatest_tvm_check import check_pattern
+from oatest_tvm_synth import _imported
 
 LEVELS = ["disable", "basic", "extended", "layout", "all"]
 
@@ -185,6 +183,12 @@ def passes_for(level: str, disabled: list[str]) -> list[str]:
     return out
 
 
+def optional_passes() -> list[str]:
+    """The passes a configuration may leave out (every pipeline pass but the required ones), in pipeline order:
+    what a synthesized test can target."""
+    return [name for name, lowest in PIPELINE if lowest != "required"]
+
+
 @tvm.instrument.pass_instrument
 class Recorder:
     """Records the pipeline passes that ran and those that changed the module. Hashing a module costs ~0.25 ms,
@@ -253,261 +257,6 @@ def _flatten(out):
             res.extend(_flatten(x))
         return res
     return [out.numpy()]
-
-
-def _static(ty):
-    """(dtype, dims) of a tensor type with a static shape, else None."""
-    if type(ty).__name__ != "TensorType" or ty.shape is None:
-        return None
-    try:
-        return str(ty.dtype), tuple(int(d) for d in ty.shape.values)
-    except Exception:  # noqa: BLE001 - symbolic or unknown dims
-        return None
-
-
-def bridge(bb, v, src, dst):
-    """Emits bindings turning `v` of type src = (dtype, dims) into type dst; returns the new value. Same element
-    count: R.reshape; same rank and every dim at least as large: R.strided_slice; smaller: R.nn.pad; otherwise
-    flatten, then slice or R.zeros + R.concat, then reshape; dtype last, with R.astype."""
-    (sd, ss), (dd, ds) = src, dst
-    x = v
-    n_src, n_dst = math.prod(ss), math.prod(ds)
-    if ss != ds:
-        if n_src == n_dst:
-            x = bb.emit(relax.op.reshape(x, ds))
-        elif len(ss) == len(ds) and all(a >= b for a, b in zip(ss, ds)):
-            x = bb.emit(relax.op.strided_slice(x, list(range(len(ds))), [0] * len(ds), list(ds)))
-        elif len(ss) == len(ds) and all(a <= b for a, b in zip(ss, ds)):
-            widths = []
-            for a, b in zip(ss, ds):
-                widths += [0, b - a]
-            x = bb.emit(relax.op.nn.pad(x, widths))
-        else:
-            flat = bb.emit(relax.op.reshape(x, (n_src,)))
-            if n_src > n_dst:
-                flat = bb.emit(relax.op.strided_slice(flat, [0], [0], [n_dst]))
-            else:
-                zeros = bb.emit(relax.op.zeros((n_dst - n_src,), sd))
-                flat = bb.emit(relax.op.concat([flat, zeros], axis=0))
-            x = bb.emit(relax.op.reshape(flat, ds))
-    if sd != dd:
-        x = bb.emit(relax.op.astype(x, dd))
-    return x
-
-
-def bridge_cost(src, dst) -> int:
-    """How many bindings `bridge` emits for src -> dst."""
-    (sd, ss), (dd, ds) = src, dst
-    n = 0
-    if ss != ds:
-        n_src, n_dst = math.prod(ss), math.prod(ds)
-        if n_src == n_dst:
-            n = 1
-        elif len(ss) == len(ds) and (all(a >= b for a, b in zip(ss, ds)) or all(a <= b for a, b in zip(ss, ds))):
-            n = 1
-        else:
-            n = 3 if n_src > n_dst else 4
-    return n + (sd != dd)
-
-
-PATTERN_NAME = "oatest_pattern"
-EXTRA_OUTPUT = "oatest_pattern_out"
-
-
-def _entry(pat: tvm.IRModule):
-    """The pattern's entry: a Relax function no other function of the pattern calls."""
-    relax_fns = [gv for gv in pat.get_global_vars() if isinstance(pat[gv], relax.Function)]
-    called = set()
-    for gv in relax_fns:
-        called |= {g.name_hint for g in relax.analysis.all_global_vars(pat[gv])}
-    roots = [gv for gv in relax_fns if gv.name_hint not in called]
-    if not roots:
-        raise ValueError("the pattern has no entry function")
-    return sorted(roots, key=lambda g: (g.name_hint != "main", g.name_hint))[0]
-
-
-_PARSED: dict = {}
-
-
-def _parsed(script: str, ir_json: str | None = None) -> tvm.IRModule:
-    """The pattern's module. TVMScript parsing costs ~0.05-0.1 s, loading the module's JSON (`pattern_ir`, from
-    the campaign's pattern check) ~4 ms: each worker also keeps the patterns it has seen."""
-    mod = _PARSED.get(script)
-    if mod is None:
-        if ir_json:
-            try:
-                mod = tvm.ir.load_json(ir_json)
-            except Exception:  # noqa: BLE001 - another TVM version's JSON: parse the script instead
-                mod = None
-        if mod is None:
-            mod = tvm.script.from_source(script)
-        if len(_PARSED) < 2048:
-            _PARSED[script] = mod
-    return mod
-
-
-def pattern_ir(script: str) -> str:
-    """The pattern's module as TVM JSON (what recipes carry as `pattern_ir`)."""
-    return tvm.ir.save_json(_parsed(script))
-
-
-def pattern_usable(pattern_script: str) -> None:
-    """Raises unless the pattern can be spliced: it parses and its entry takes statically shaped tensors."""
-    pat = _parsed(pattern_script)
-    entry = pat[_entry(pat)]
-    if any(_static(p.ty) is None for p in entry.params):
-        raise ValueError("the pattern's entry takes a non-tensor or dynamically shaped parameter")
-    if not entry.is_pure:
-        raise ValueError("the pattern's entry is impure: it cannot be called from a dataflow block")
-
-
-# Patterns from TVM's tests often compute on large tensors ((2, 1024, 640) matmuls): such a test runs for
-# seconds. A pattern whose static tensors exceed MAX_ELEMS elements is shrunk: its large dimensions divided by
-# one power of two (the same everywhere in the script, so equal dims stay equal), then checked like any other.
-MAX_ELEMS = 16384
-_SHAPE = re.compile(r"(?:R\.Tensor|T\.Buffer)\(\(((?:[^()]|\([^()]*\))*)\)")
-_DIM = re.compile(r"^\s*(?:T\.int64\()?(\d+)\)?\s*$")
-_INT = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
-
-
-def _shapes(script: str):
-    """The static shapes written in a script (R.Tensor and T.Buffer annotations)."""
-    for m in _SHAPE.finditer(script):
-        dims = [_DIM.match(d) for d in m.group(1).split(",") if d.strip()]
-        if all(dims):
-            yield [int(d.group(1)) for d in dims]
-
-
-def max_elems(script: str) -> int:
-    return max((math.prod(s) for s in _shapes(script)), default=0)
-
-
-def shrink(script: str) -> str | None:
-    """The script with every dimension of 32 or more divided by the smallest power of two that brings each
-    static tensor to MAX_ELEMS elements or fewer (None if none does)."""
-    large = sorted({d for s in _shapes(script) for d in s if d >= 32})
-    for k in range(1, 11):
-        f = 1 << k
-        new = {d: max(2, d // f) for d in large}
-        if max((math.prod(new.get(d, d) for d in s) for s in _shapes(script)), default=0) <= MAX_ELEMS:
-            return _INT.sub(lambda m: str(new.get(int(m.group(1)), m.group(1))), script)
-    return None
-
-
-def check_pattern(recipe: dict) -> dict:
-    """The campaign's pattern check, step one: the pattern (shrunk if it is too large) parses, takes static
-    tensors, and splices into the recipe's seed; returns the pattern's module as JSON and the script used."""
-    script = recipe["pattern"]
-    if max_elems(script) > MAX_ELEMS:
-        script = shrink(script)
-        if script is None:
-            raise ValueError("the pattern's tensors are too large even shrunk")
-    synthesize(bytes.fromhex(recipe["seed_onnx"]), script, recipe["rng"])
-    return {"pattern_ir": pattern_ir(script), "pattern_script": script}
-
-
-def synthesize(seed_onnx: bytes, pattern_script: str, rng_seed: int, ir_json: str | None = None) -> tvm.IRModule:
-    """Splices a Relax pattern into the Relax import of a seed ONNX model (see the module docstring)."""
-    rng = random.Random(rng_seed)
-    seed = from_onnx(onnx.load_from_string(seed_onnx), keep_params_in_input=False)
-    pat = _parsed(pattern_script, ir_json)
-    pattern_usable(pattern_script)
-    entry = _entry(pat)
-    pfunc = pat[entry]
-    ptypes = [_static(p.ty) for p in pfunc.params]
-    seed_names = {g.name_hint for g in seed.get_global_vars()}
-    clash = {g.name_hint for g in pat.get_global_vars() if g.name_hint != entry.name_hint} & seed_names
-    if clash or PATTERN_NAME in seed_names:
-        raise ValueError(f"pattern function names clash with the seed: {sorted(clash)}")
-    mod = tvm.IRModule({gv: seed[gv] for gv in seed.get_global_vars() if gv.name_hint != "main"}, attrs=seed.attrs)
-    for gv in pat.get_global_vars():
-        if gv.name_hint != entry.name_hint:
-            mod[gv] = pat[gv]
-    private = pfunc.without_attr("global_symbol") if pfunc.attrs and "global_symbol" in pfunc.attrs else pfunc
-    main = seed["main"]
-    blocks = main.body.blocks
-    if len(blocks) != 1 or not isinstance(blocks[0], relax.DataflowBlock):
-        raise ValueError("the seed's main is not one dataflow block")
-    bindings = list(blocks[0].bindings)
-    outputs = [b for b in bindings if not isinstance(b.var, relax.DataflowVar)]
-    inner = [b for b in bindings if isinstance(b.var, relax.DataflowVar)]
-    point = rng.randint(0, len(inner))
-    bb = relax.BlockBuilder(mod)
-    pgv = bb.add_func(private, PATTERN_NAME)
-    fattrs = {k: v for k, v in (main.attrs or {}).items()}
-    with bb.function("main", list(main.params), attrs=fattrs or None):
-        with bb.dataflow():
-            avail = [p for p in main.params if _static(p.ty)]
-            for i, b in enumerate(inner):
-                if i == point:
-                    out = _splice(bb, pgv, ptypes, avail, rng)
-                bb.emit_normalized(b)
-                if _static(b.var.ty):
-                    avail.append(b.var)
-            if point == len(inner):
-                out = _splice(bb, pgv, ptypes, avail, rng)
-            for b in outputs:
-                bb.emit_normalized(b)
-            extra = bb.emit_output(out)
-        ret = main.body.body
-        fields = list(ret.fields) if isinstance(ret, relax.Tuple) else [ret]
-        bb.emit_func_output(relax.Tuple(fields + [extra]))
-    new = bb.get()
-    for gv in mod.get_global_vars():
-        if gv.name_hint != "main" and gv.name_hint not in {g.name_hint for g in new.get_global_vars()}:
-            new[gv] = mod[gv]
-    ok = relax.analysis.well_formed(new)
-    if ok is False:
-        raise ValueError("the spliced module is not well formed")
-    return new
-
-
-def _splice(bb, pgv, ptypes, avail, rng):
-    """Calls the pattern with one argument per parameter: reuse, bridge, or zeros; returns its tensor result."""
-    args = []
-    for dtype, dims in ptypes:
-        same = [v for v in avail if _static(v.ty) == (dtype, dims)]
-        if same:
-            args.append(rng.choice(same))
-        elif avail:
-            # the cheapest bridges only: every bridge op is one more PrimFunc to compile in both builds
-            cost = {id(v): bridge_cost(_static(v.ty), (dtype, dims)) for v in avail}
-            least = min(cost.values())
-            v = rng.choice([v for v in avail if cost[id(v)] == least])
-            args.append(bridge(bb, v, _static(v.ty), (dtype, dims)))
-        else:
-            args.append(bb.emit(relax.op.zeros(dims, dtype)))
-    r = bb.emit(relax.Call(pgv, args))
-    while type(r.ty).__name__ == "TupleType":
-        r = bb.emit(relax.TupleGetItem(r, 0))
-    if _static(r.ty) is None:
-        raise ValueError("the pattern does not return a statically shaped tensor")
-    return r
-
-
-_IMPORTED: dict = {}
-
-
-def _imported(model_bytes: bytes, recipe: dict | None):
-    """(onnx model, Relax module, extra output names) for a model or a recipe (`recipe`: the parsed bytes); the
-    last few are cached, since a test runs the same model under several configurations (IRModules are
-    immutable, so sharing is safe)."""
-    key = hash(model_bytes)
-    hit = _IMPORTED.get(key)
-    if hit is not None and hit[0] == model_bytes:
-        return hit[1]
-    if recipe is not None:
-        seed = bytes.fromhex(recipe["seed_onnx"])
-        mod = synthesize(seed, recipe["pattern"], recipe["rng"], recipe.get("pattern_ir"))
-        value = (onnx.load_from_string(seed), mod, [EXTRA_OUTPUT])
-    else:
-        model = onnx.load_from_string(model_bytes)
-        value = (model, from_onnx(model, keep_params_in_input=False), [])
-    if len(_IMPORTED) >= 8:
-        _IMPORTED.pop(next(iter(_IMPORTED)))
-    _IMPORTED[key] = (model_bytes, value)
-    return value
-
 
 def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threads: int = 1) -> dict:
     """Compiles and runs; returns status ('ok' | 'error'), message, outputs, passes fired and ran."""

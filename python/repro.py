@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Standalone reproducer of a compiler optimizer bug found by oatest (template: oatest fills in CASE; for TVM
-it prepends its Relax runner, python/oatest_tvm.py, which defines `run`).
+it prepends its Relax runner's modules, python/oatest_tvm*.py, whose `oatest_tvm` defines `run`).
 
 Needs only onnx, numpy and the compiler's Python package (onnxruntime, or apache-tvm). Runs model.onnx on
 input_K.pb (beside this file) once unoptimized (the reference) and once under the configuration that shows the
@@ -40,14 +40,16 @@ def load_inputs():
 
 
 def run_tvm(level, disabled):
-    """Outputs of the TVM runner prepended to this script (its `run`, `_from_numpy`, `_to_numpy`)."""
+    """Outputs of oatest's TVM runner, whose modules are defined at the top of this script."""
+    from oatest_tvm import _from_numpy, _to_numpy, run
+
     with open(os.path.join(HERE, CASE.get("test_file", "model.onnx")), "rb") as f:
         model = f.read()
-    wire = [_from_numpy(name, a) for name, a in load_inputs().items()]  # noqa: F821
-    r = run(model, wire, level, disabled)  # noqa: F821
+    wire = [_from_numpy(name, a) for name, a in load_inputs().items()]
+    r = run(model, wire, level, disabled)
     if r["status"] != "ok":
         raise RuntimeError(r["message"])
-    return [_to_numpy(t)[1] for t in r["outputs"]]  # noqa: F821
+    return [_to_numpy(t)[1] for t in r["outputs"]]
 
 
 def run_ort(level, disabled):

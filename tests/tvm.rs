@@ -4,6 +4,8 @@
 
 mod common;
 use common::{chain_model, json};
+use oatest::compiler::worker::{Worker, WorkerSpec};
+use oatest::compiler::TargetKind;
 use std::collections::BTreeSet;
 use std::process::{Command, Output};
 
@@ -89,6 +91,27 @@ fn delta_debugging_finds_the_relax_passes_a_bug_needs() {
     assert_eq!(culprits, BTreeSet::from(["AnnotateTIROpPattern", "FuseOps", "FuseTIR"]), "{t}");
     assert!(t["nodes"].as_u64().unwrap() <= 3);
     assert!(out.join("report.md").exists());
+    // repro.py runs on its own (the runner's modules are embedded in it) and reproduces the bug: exit status 1
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let o = Command::new(python)
+        .arg(out.join("repro.py"))
+        .current_dir(dir.path())
+        .env("OATEST_TVM_TEST_FAULTS", "1")
+        .output()
+        .expect("python runs");
+    let said = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(said.contains("REPRODUCED: inconsistency"), "{said}");
+}
+
+#[test]
+fn the_worker_reports_the_optional_passes_of_the_runners_pipeline() {
+    let mut spec = WorkerSpec::new(TargetKind::Tvm).unwrap();
+    spec.exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_oatest"));
+    let w = Worker::start(spec).expect("TVM worker (run scripts/setup.sh)");
+    let p = &w.info.optional_passes;
+    assert!(p.contains(&"FuseOps".to_string()) && p.contains(&"StaticPlanBlockMemory".to_string()), "{p:?}");
+    assert!(!p.contains(&"LegalizeOps".to_string()), "required passes are not targets: {p:?}");
 }
 
 /// A few patterns of the committed library per pass (those that fire with default arguments), copied to `dir`.

@@ -1,6 +1,6 @@
-"""Relax-level synthesis (python/oatest_tvm.py): every bridge turns a value into the type a pattern parameter
-needs and computes what it should; a pattern spliced into an imported seed graph yields a well-formed module
-that compiles, runs, and fires the pattern's pass."""
+"""Relax-level synthesis (python/oatest_tvm_synth.py, run by python/oatest_tvm.py): every bridge turns a value
+into the type a pattern parameter needs and computes what it should; a pattern spliced into an imported seed
+graph yields a well-formed module that compiles, runs, and fires the pattern's pass."""
 from __future__ import annotations
 
 import json
@@ -14,6 +14,7 @@ tvm = pytest.importorskip("tvm", reason="apache-tvm is installed by scripts/setu
 from tvm import relax  # noqa: E402
 
 import oatest_tvm as T  # noqa: E402
+import oatest_tvm_synth as S  # noqa: E402
 
 
 def run_bridge(x: np.ndarray, dst):
@@ -21,7 +22,7 @@ def run_bridge(x: np.ndarray, dst):
     v = relax.Var("x", relax.TensorType(x.shape, str(x.dtype)))
     with bb.function("main", [v]):
         with bb.dataflow():
-            out = bb.emit_output(T.bridge(bb, v, (str(x.dtype), tuple(x.shape)), dst))
+            out = bb.emit_output(S.bridge(bb, v, (str(x.dtype), tuple(x.shape)), dst))
         bb.emit_func_output(out)
     mod = bb.get()
     assert relax.analysis.well_formed(mod) is not False
@@ -74,10 +75,10 @@ def test_bridge_cost_counts_the_bindings_a_bridge_emits(dst):
     v = relax.Var("x", relax.TensorType(X.shape, "float32"))
     with bb.function("main", [v]):
         with bb.dataflow():
-            out = bb.emit_output(T.bridge(bb, v, ("float32", (3, 4)), dst))
+            out = bb.emit_output(S.bridge(bb, v, ("float32", (3, 4)), dst))
         bb.emit_func_output(out)
     emitted = len(bb.get()["main"].body.blocks[0].bindings) - 1  # the output binding
-    assert T.bridge_cost(("float32", (3, 4)), dst) == emitted
+    assert S.bridge_cost(("float32", (3, 4)), dst) == emitted
 
 
 PATTERN = """
@@ -109,17 +110,17 @@ def seed_model() -> bytes:
 
 
 def test_a_pattern_spliced_into_a_seed_compiles_runs_and_fires_its_pass():
-    mod = T.synthesize(seed_model(), PATTERN, 3)
+    mod = S.synthesize(seed_model(), PATTERN, 3)
     names = {g.name_hint for g in mod.get_global_vars()}
-    assert {"main", T.PATTERN_NAME} <= names
-    assert T.PATTERN_NAME in mod["main"].script()
+    assert {"main", S.PATTERN_NAME} <= names
+    assert S.PATTERN_NAME in mod["main"].script()
     recipe = json.dumps({"seed_onnx": seed_model().hex(), "pattern": PATTERN, "rng": 3}).encode()
     x = np.linspace(-1, 1, 20, dtype="float32").reshape(4, 5)
     wire = [("x", TensorProto.FLOAT, [4, 5], x.tobytes())]
     ref = T.run(recipe, wire, "disable", [])
     opt = T.run(recipe, wire, "all", [])
     assert ref["status"] == "ok" and opt["status"] == "ok", (ref["message"], opt["message"])
-    assert [o[0] for o in opt["outputs"]] == ["y", T.EXTRA_OUTPUT]
+    assert [o[0] for o in opt["outputs"]] == ["y", S.EXTRA_OUTPUT]
     assert "FuseOps" in opt["fired"] and "FuseOps" not in ref["fired"]
     for (_, c, d, a), (_, _, _, b) in zip(ref["outputs"], opt["outputs"]):
         np.testing.assert_allclose(np.frombuffer(a, "float32"), np.frombuffer(b, "float32"), rtol=1e-5)
@@ -128,4 +129,4 @@ def test_a_pattern_spliced_into_a_seed_compiles_runs_and_fires_its_pass():
 def test_patterns_with_dynamic_parameters_are_refused():
     dyn = PATTERN.replace('R.Tensor((2, 3), dtype="float32")', 'R.Tensor(("n", 3), dtype="float32")')
     with pytest.raises(ValueError, match="dynamically shaped"):
-        T.pattern_usable(dyn)
+        S.pattern_usable(dyn)

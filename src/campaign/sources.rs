@@ -10,21 +10,22 @@ use crate::synth::source::{DirSource, Mix, RelaxSynthSource, SeedgenSource, Synt
 /// Relax synthesis: the library's patterns whose pass is an optional pass of the TVM pipeline and fires with its
 /// default arguments, checked in TVM workers spliced into a probe seed (`synth::usable::check_library`).
 fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow::Result<RelaxSynthSource> {
-    use crate::pattern::relax::{load_relax_library, pipeline_optional_passes};
+    use crate::pattern::relax::load_relax_library;
     use crate::synth::usable::{check_library, Usability as Verdict};
     let t0 = std::time::Instant::now();
     let (patterns, bad) = load_relax_library(dir)?;
     for b in bad.iter().take(5) {
         eprintln!("warning: skipped {b}");
     }
-    let optional = pipeline_optional_passes();
+    let mut spec = WorkerSpec::new(TargetKind::Tvm)?;
+    spec.timeout = std::time::Duration::from_millis(s.timeout_ms);
+    let pool = crate::compiler::worker::Pool::start(&spec, s.jobs.clamp(1, patterns.len().max(1)))?;
+    // the passes a test can target: the optional passes of the runner's pipeline, as the worker reports them
+    let optional = pool.info().optional_passes;
     let n = patterns.len();
     let candidates: Vec<_> =
         patterns.into_iter().filter(|p| p.fires_with_default_args && optional.contains(&p.pass)).collect();
     let n_candidates = candidates.len();
-    let mut spec = WorkerSpec::new(TargetKind::Tvm)?;
-    spec.timeout = std::time::Duration::from_millis(s.timeout_ms);
-    let pool = crate::compiler::worker::Pool::start(&spec, s.jobs.clamp(1, candidates.len().max(1)))?;
     let probe = crate::seedgen::generate(0, 0, &cfg);
     let (checked, from_cache) = check_library(&pool, candidates, &probe)?;
     let mut rejected: std::collections::BTreeMap<&str, usize> = Default::default();

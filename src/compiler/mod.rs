@@ -8,7 +8,7 @@ pub mod ort;
 pub mod rules;
 #[cfg(feature = "tract")]
 pub mod tract;
-#[cfg(feature = "tvm")]
+/// The TVM target (with the `tvm` feature) and, whatever the features, its Python runner's sources.
 pub mod tvm;
 pub mod worker;
 

@@ -31,7 +31,7 @@ pub struct RelaxPattern {
     /// script); recipes carry it as `pattern_ir`.
     #[serde(skip)]
     pub ir_json: Option<String>,
-    /// The script was shrunk by the check (large dimensions divided, see `python/oatest_tvm.py`'s `shrink`).
+    /// The script was shrunk by the check (large dimensions divided, see `python/oatest_tvm_check.py`'s `shrink`).
     #[serde(skip)]
     pub shrunk: bool,
 }
@@ -53,20 +53,6 @@ impl RelaxPattern {
     }
 }
 
-/// The optional passes of the TVM target's pipeline (`python/oatest_tvm.py`'s PIPELINE minus the passes every
-/// configuration needs): the passes a synthesized test can target.
-pub fn pipeline_optional_passes() -> Vec<String> {
-    include_str!("../../python/oatest_tvm.py")
-        .lines()
-        .filter_map(|l| {
-            let l = l.trim().strip_prefix("(\"")?;
-            let (name, rest) = l.split_once("\", \"")?;
-            let level = rest.strip_suffix("\"),")?;
-            (level != "required").then(|| name.to_string())
-        })
-        .collect()
-}
-
 /// Every Relax pattern below `dir`.
 pub fn load_relax_library(dir: &Path) -> anyhow::Result<(Vec<RelaxPattern>, Vec<String>)> {
     let (mut ok, mut bad) = (Vec::new(), Vec::new());
@@ -78,14 +64,4 @@ pub fn load_relax_library(dir: &Path) -> anyhow::Result<(Vec<RelaxPattern>, Vec<
         }
     }
     Ok((ok, bad))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_pipeline_list_is_read_from_the_runner() {
-        let p = super::pipeline_optional_passes();
-        assert!(p.contains(&"FuseOps".to_string()) && p.contains(&"StaticPlanBlockMemory".to_string()), "{p:?}");
-        assert!(!p.contains(&"LegalizeOps".to_string()), "required passes are not targets");
-    }
 }

@@ -160,8 +160,8 @@ impl TestSource for SynthSource {
 }
 
 /// Relax-level synthesis for TVM: each test is a recipe (a generated seed graph, a Relax pattern, a random
-/// seed) that the TVM worker turns into a module with `python/oatest_tvm.py`'s `synthesize`: the seed imported
-/// with from_onnx, the pattern's functions merged in and called from the seed's dataflow block through
+/// seed) that the TVM worker turns into a module with `python/oatest_tvm_synth.py`'s `synthesize`: the seed
+/// imported with from_onnx, the pattern's functions merged in and called from the seed's dataflow block through
 /// bridges. The recipe is what the test's `model` bytes hold (JSON); its inputs are the seed graph's.
 pub struct RelaxSynthSource {
     pub seed: u64,

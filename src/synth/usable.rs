@@ -121,7 +121,7 @@ pub fn check_library(
     use crate::compiler::{Config, Level, Status};
     let probe_bytes = crate::graph::onnx::encode_model(probe);
     let inputs = crate::compiler::inputs::generate(&probe.graph, 0)?;
-    let runner = include_str!("../../python/oatest_tvm.py");
+    let runner = crate::compiler::tvm::runner_fingerprint();
     let key = crate::util::stable_hash(&format!(
         "{CHECK_VERSION}\n{runner}\n{}\n{}",
         pool.info().version,

@@ -318,7 +318,6 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
 /// repro.py: the template in python/ with this bug's parameters (for TVM after oatest's Relax runner).
 pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> anyhow::Result<String> {
     const TEMPLATE: &str = include_str!("../../python/repro.py");
-    const TVM_RUNNER: &str = include_str!("../../python/oatest_tvm.py");
     let config = crate::compiler::Config::parse(&t.config)?;
     let case = serde_json::json!({
         "target": f.target,
@@ -339,9 +338,10 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> anyh
     anyhow::ensure!(!text.contains("\"\"\""), "bug parameters cannot be embedded in a Python string");
     let script = TEMPLATE.replacen("__OATEST_CASE__", &text, 1);
     if f.target == "tvm" {
-        // the runner first (it defines `run` and the pipeline), then the reproducer
+        // the runner's modules first (the reproducer imports `run` from them), then the reproducer
         let body = script.strip_prefix("#!/usr/bin/env python3\n").unwrap_or(&script);
-        return Ok(format!("#!/usr/bin/env python3\n# --- oatest's Relax runner (python/oatest_tvm.py) ---\n{TVM_RUNNER}\n# --- the reproducer ---\n{body}"));
+        let runner = crate::compiler::tvm::runner_bundle();
+        return Ok(format!("#!/usr/bin/env python3\n{runner}\n# --- the reproducer ---\n{body}"));
     }
     Ok(script)
 }

@@ -1,0 +1,63 @@
+"""The campaign's pattern check for oatest's `tvm` target (a recipe with `check_only`, sent by
+src/pattern/relax.rs's check_library): a pattern whose tensors are too large is shrunk, it must splice into the
+recipe's seed (oatest_tvm_synth's `synthesize`), and the answer is the pattern's module as TVM JSON
+(`pattern_ir`, which the campaign's recipes then carry) and the script used.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import tvm
+
+from oatest_tvm_synth import _parsed, synthesize
+
+
+def pattern_ir(script: str) -> str:
+    """The pattern's module as TVM JSON (what recipes carry as `pattern_ir`)."""
+    return tvm.ir.save_json(_parsed(script))
+
+
+# Patterns from TVM's tests often compute on large tensors ((2, 1024, 640) matmuls): such a test runs for
+# seconds. A pattern whose static tensors exceed MAX_ELEMS elements is shrunk: its large dimensions divided by
+# one power of two (the same everywhere in the script, so equal dims stay equal), then checked like any other.
+MAX_ELEMS = 16384
+_SHAPE = re.compile(r"(?:R\.Tensor|T\.Buffer)\(\(((?:[^()]|\([^()]*\))*)\)")
+_DIM = re.compile(r"^\s*(?:T\.int64\()?(\d+)\)?\s*$")
+_INT = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
+
+
+def _shapes(script: str):
+    """The static shapes written in a script (R.Tensor and T.Buffer annotations)."""
+    for m in _SHAPE.finditer(script):
+        dims = [_DIM.match(d) for d in m.group(1).split(",") if d.strip()]
+        if all(dims):
+            yield [int(d.group(1)) for d in dims]
+
+
+def max_elems(script: str) -> int:
+    return max((math.prod(s) for s in _shapes(script)), default=0)
+
+
+def shrink(script: str) -> str | None:
+    """The script with every dimension of 32 or more divided by the smallest power of two that brings each
+    static tensor to MAX_ELEMS elements or fewer (None if none does)."""
+    large = sorted({d for s in _shapes(script) for d in s if d >= 32})
+    for k in range(1, 11):
+        f = 1 << k
+        new = {d: max(2, d // f) for d in large}
+        if max((math.prod(new.get(d, d) for d in s) for s in _shapes(script)), default=0) <= MAX_ELEMS:
+            return _INT.sub(lambda m: str(new.get(int(m.group(1)), m.group(1))), script)
+    return None
+
+
+def check_pattern(recipe: dict) -> dict:
+    """The campaign's pattern check, step one: the pattern (shrunk if it is too large) parses, takes static
+    tensors, and splices into the recipe's seed; returns the pattern's module as JSON and the script used."""
+    script = recipe["pattern"]
+    if max_elems(script) > MAX_ELEMS:
+        script = shrink(script)
+        if script is None:
+            raise ValueError("the pattern's tensors are too large even shrunk")
+    synthesize(bytes.fromhex(recipe["seed_onnx"]), script, recipe["rng"])
+    return {"pattern_ir": pattern_ir(script), "pattern_script": script}
