@@ -3,11 +3,11 @@
 
 mod common;
 use common::{json, oatest};
+use oatest::compiler::worker::{Worker, WorkerSpec};
+use oatest::compiler::TargetKind;
 use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, TensorType};
 use oatest::pattern::extract::verify;
 use oatest::pattern::{Granularity, Pattern, PatternMeta, Provenance};
-use oatest::compiler::worker::{Worker, WorkerSpec};
-use oatest::compiler::TargetKind;
 use std::path::{Path, PathBuf};
 
 /// x -> Relu -> Identity -> Abs -> y, with value names prefixed (so two copies differ only in names).

@@ -4,9 +4,9 @@
 //! The ORT tests need the onnxruntime wheel in .venv (scripts/setup.sh installs it); ORT's optimizer test
 //! models are vendored in tests/data/ort-transform-testdata (MIT, see its NOTICE).
 
-use oatest::graph::{onnx, Tensor};
 use oatest::compiler::worker::{Worker, WorkerSpec};
 use oatest::compiler::{Config, Level, Status, TargetKind};
+use oatest::graph::{onnx, Tensor};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;

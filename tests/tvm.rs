@@ -221,7 +221,8 @@ fn a_relax_level_finding_is_reduced_in_its_seed_graph_and_keeps_the_pattern_it_n
     let recipe: serde_json::Value = serde_json::from_slice(&minimized).expect("recipe.json is a recipe");
     assert_eq!(recipe["pattern"], pattern["script"]);
     assert!(!out.join("model.onnx").exists(), "a recipe is never written as model.onnx");
-    let original: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("original.json")).unwrap()).unwrap();
+    let original: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("original.json")).unwrap()).unwrap();
     let given: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(original, given);
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();

@@ -34,4 +34,3 @@ pub(super) fn save(settings: &Settings, next_id: u64, stats: &Stats) -> anyhow::
     crate::util::write_atomic(&checkpoint_path(&settings.out), serde_json::to_string(&cp)?.as_bytes())?;
     crate::util::write_atomic(&settings.out.join("stats.json"), serde_json::to_string_pretty(stats)?.as_bytes())
 }
-

@@ -58,4 +58,3 @@ impl Examples {
         Ok(())
     }
 }
-

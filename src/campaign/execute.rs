@@ -154,4 +154,3 @@ fn run_and_judge(
     }
     (outcomes, judgement, nondeterministic, flaky)
 }
-

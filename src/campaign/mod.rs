@@ -275,4 +275,3 @@ fn process(
     }
     Ok(())
 }
-

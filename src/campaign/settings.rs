@@ -51,4 +51,3 @@ pub enum Mode {
     #[default]
     Random,
 }
-

@@ -120,4 +120,3 @@ pub fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
         None => gen,
     })
 }
-

@@ -1,7 +1,7 @@
 //! Campaign statistics: what stats.json holds, updated from each processed test in test-id order.
 
-use crate::oracle::{Judgement, Symptom};
 use crate::compiler::Outcome;
+use crate::oracle::{Judgement, Symptom};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -2,8 +2,8 @@
 //! filed and triages them (culprits, reduction, bugs/<signature>/). The first finding of each coarse signature
 //! goes first; at the end of the campaign those are finished and the rest are left for `oatest triage`.
 
-use crate::oracle::Oracle;
 use crate::compiler::worker::{Worker, WorkerSpec};
+use crate::oracle::Oracle;
 use crate::triage::reduce::Limits;
 use crate::triage::Filed;
 use std::cmp::Reverse;

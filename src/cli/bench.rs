@@ -2,10 +2,10 @@
 //! then the same tests replayed through bare target sessions in a loop. `--kind worker`: the same tests
 //! through a worker process and through the target called directly in this process.
 
-use crate::graph::onnx;
-use crate::seedgen::{generate, SeedConfig};
 use crate::compiler::worker::{Worker, WorkerSpec};
 use crate::compiler::{inputs, open, Config, NamedTensor, TargetKind};
+use crate::graph::onnx;
+use crate::seedgen::{generate, SeedConfig};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Instant;

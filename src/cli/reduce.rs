@@ -92,4 +92,3 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
     println!("wrote {}", out.display());
     Ok(())
 }
-

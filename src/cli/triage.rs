@@ -1,11 +1,11 @@
 //! `oatest triage RUN_DIR`: culprit passes, minimized models, and bug directories with reports and
 //! reproducers for a campaign's findings; the worker and reduction flags that `oatest reduce` shares.
 
-use crate::oracle::Oracle;
 use crate::compiler::worker::{Worker, WorkerSpec};
 use crate::compiler::TargetKind;
-use crate::triage::reduce::Limits;
+use crate::oracle::Oracle;
 use crate::triage;
+use crate::triage::reduce::Limits;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -98,4 +98,3 @@ pub fn run(a: TriageArgs) -> anyhow::Result<()> {
     println!("triaged {done} findings: {new} new bugs in {}", bugs.display());
     Ok(())
 }
-

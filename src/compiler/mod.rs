@@ -280,7 +280,8 @@ pub struct TargetSet(Vec<TargetKind>);
 
 impl TargetSet {
     pub fn parse(s: &str) -> anyhow::Result<TargetSet> {
-        let kinds: Vec<TargetKind> = s.split(',').map(|k| TargetKind::parse(k.trim())).collect::<anyhow::Result<_>>()?;
+        let kinds: Vec<TargetKind> =
+            s.split(',').map(|k| TargetKind::parse(k.trim())).collect::<anyhow::Result<_>>()?;
         anyhow::ensure!(kinds.len() <= 2, "--target takes one target or two (e.g. ort,tract)");
         Ok(TargetSet(kinds))
     }

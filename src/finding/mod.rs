@@ -49,11 +49,7 @@ impl OutcomeRecord {
             message: o.status.message(),
             passes_fired: o.passes_fired.clone(),
             time_ms: o.time_ms,
-            outputs: o
-                .outputs
-                .iter()
-                .map(|t| (t.name.clone(), t.tensor.dtype.name(), t.tensor.dims.clone()))
-                .collect(),
+            outputs: o.outputs.iter().map(|t| (t.name.clone(), t.tensor.dtype.name(), t.tensor.dims.clone())).collect(),
         }
     }
 }

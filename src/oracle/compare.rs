@@ -1,8 +1,8 @@
 //! Chebyshev distance between two runs' outputs, with the NaN/Inf policy: where the reference is NaN or ±Inf
 //! the other side must be the same kind (the reference's own NaN/Inf is not a bug); integers compare exactly.
 
-use crate::graph::DType;
 use crate::compiler::NamedTensor;
+use crate::graph::DType;
 
 /// The largest absolute difference over all output elements, and where it is.
 #[derive(Clone, Debug, PartialEq)]

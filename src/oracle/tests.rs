@@ -1,8 +1,8 @@
 //! Each judge on crafted outcomes.
 
 use super::*;
-use crate::graph::{DType, Tensor};
 use crate::compiler::{Config, Level, NamedTensor, Outcome, Status};
+use crate::graph::{DType, Tensor};
 
 fn out(level: Level, status: Status, vals: &[f32]) -> Outcome {
     let outputs = if status == Status::Ok {

@@ -4,11 +4,11 @@
 //! graph inputs, still fire their pass.
 
 use super::{abstract_type, structural_key, Granularity, Pattern, PatternMeta, Port, Provenance, FORMAT};
-use crate::graph::{onnx, Graph, Model, NodeId, TensorType, ValueType};
 pub use crate::compiler::rules::container_of;
 use crate::compiler::rules::RULE_CONTAINERS;
 use crate::compiler::worker::Worker;
 use crate::compiler::{inputs, Config, Level, NamedTensor, Status};
+use crate::graph::{onnx, Graph, Model, NodeId, TensorType, ValueType};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// Which granularities to cut for a pass (data; passes not listed get both).

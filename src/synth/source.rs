@@ -2,9 +2,9 @@
 //! pattern synthesis and Relax-level recipes. A test is reproducible from (campaign seed, test id).
 
 use super::recipe::{Recipe, RecipeUse};
+use crate::compiler::{inputs, NamedTensor};
 use crate::graph::onnx;
 use crate::seedgen::{generate, SeedConfig};
-use crate::compiler::{inputs, NamedTensor};
 use anyhow::Context;
 use std::path::PathBuf;
 

@@ -222,5 +222,4 @@ mod tests {
         assert_eq!(left, [false, false, true, true, true, true]);
         assert!(other.exists(), "only check files are pruned");
     }
-
 }

@@ -186,8 +186,8 @@ pub fn triage_dir(
 
 #[cfg(test)]
 mod tests {
-    use crate::compiler::Config;
     use super::*;
+    use crate::compiler::Config;
     use crate::graph::{Graph, Model};
 
     fn finding(symptom: Symptom) -> Finding {

@@ -2,8 +2,8 @@
 //! value (`Edit`) applied in one place (`apply`); each candidate is tidied (dead nodes, unused inputs and
 //! constants dropped) and type-checked before the check sees it; greedy rounds repeat to a fixpoint.
 
-use crate::graph::{DType, Dim, Model, NodeId, Tensor, TensorData, TensorType, ValueType};
 use crate::compiler::{inputs, NamedTensor};
+use crate::graph::{DType, Dim, Model, NodeId, Tensor, TensorData, TensorType, ValueType};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 

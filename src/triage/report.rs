@@ -4,9 +4,9 @@
 //! representative only when its minimized model is smaller.
 
 use super::{Finding, Minimized, Triaged};
+use crate::compiler::{inputs, Outcome, Status};
 use crate::graph::{Attr, Model};
 use crate::oracle::Symptom;
-use crate::compiler::{inputs, Outcome, Status};
 use crate::util::write_atomic;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};

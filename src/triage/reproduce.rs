@@ -154,4 +154,3 @@ impl Reproducer<'_> {
         o.outputs.into_iter().map(|t| (t.name, t.tensor)).collect()
     }
 }
-

@@ -1,8 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, Tensor, TensorType};
 use oatest::compiler::NamedTensor;
+use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, Tensor, TensorType};
 use std::path::Path;
 use std::process::{Command, Output};
 
