@@ -1,6 +1,7 @@
-//! Optimization-aware synthesis: splice a pattern into a seed graph at a random point. Open inputs are fed from
-//! the preceding context (exact type, then abstract type, then through bridge nodes); open outputs feed a
-//! compatible input of the succeeding context, or become graph outputs. The result is validated before use.
+//! Optimization-aware synthesis: splice a pattern into a seed graph at a random point (open inputs fed from the
+//! preceding context: exact type, abstract type, then `bridges`; open outputs feed the succeeding context or
+//! become graph outputs; the result is validated). Also where tests come from (`source`), the Relax `recipe`,
+//! and which library patterns a campaign can use (`usable`).
 
 use crate::graph::{Graph, Model, Node, Tensor, TensorType};
 use crate::ops::{check_graph, Rng};

@@ -1,5 +1,6 @@
-//! Bug directories: `bugs/<signature>/` with the minimized model (model.onnx), the original, inputs and
-//! reference outputs as TensorProto files, report.md ready to paste upstream, repro.py (ORT) and bug.json.
+//! Bug directories: `bugs/<signature>/` with the minimized test (model.onnx, or recipe.json for TVM), the
+//! original, inputs and reference outputs as TensorProto files, report.md ready to paste upstream, repro.py
+//! (ORT, TVM) and bug.json.
 //! One directory per signature: a later finding with the same signature is counted, and replaces the
 //! representative only when its minimized model is smaller.
 
