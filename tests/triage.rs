@@ -129,3 +129,30 @@ fn findings_that_differ_only_in_context_are_one_bug_and_export_as_a_suite() {
     }
     assert!(exp.join("test_oatest_regression.py").exists());
 }
+
+/// Relu -> Clip on float64 fails at ORT session creation inside FuseReluClip, one of the ~20 rewrite rules of
+/// `Level1_RuleBasedTransformer` (ORT 1.31): the culprit is the rule, not its container.
+#[test]
+fn a_rule_inside_a_rule_based_container_is_named_as_the_culprit() {
+    use oatest::graph::{DType, Graph, Model, Node, OpId, Tensor, TensorType};
+    let ty = TensorType::new(DType::F64, &[2, 3]);
+    let mut g = Graph::new("relu_clip");
+    g.add_input("x", ty.clone());
+    g.add_initializer("lo", Tensor::from_f64s(DType::F64, &[], &[0.5]));
+    g.add_initializer("hi", Tensor::from_f64s(DType::F64, &[], &[2.0]));
+    g.add_node(Node::new("relu", OpId::onnx("Relu"), vec!["x".into()], vec!["r".into()])).unwrap();
+    g.add_node(Node::new("clip", OpId::onnx("Clip"), vec!["r".into(), "lo".into(), "hi".into()], vec!["y".into()]))
+        .unwrap();
+    g.add_output("y", ty);
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("relu_clip.onnx");
+    std::fs::write(&model, onnx::encode_model(&Model::new(g))).unwrap();
+    let out = dir.path().join("bug");
+    let o = oatest(&["reduce", model.to_str().unwrap(), "--target", "ort", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let bug = json(&out.join("bug.json"));
+    assert_eq!(bug["symptom"], "error", "{bug}");
+    assert_eq!(set(&bug["triage"]["culprits"]), BTreeSet::from(["FuseReluClip".to_string()]), "{bug}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(!report.contains("**Culprit passes:** Level1_RuleBasedTransformer"), "{report}");
+}

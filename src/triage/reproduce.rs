@@ -11,6 +11,11 @@ use crate::graph::{onnx, Model, Tensor};
 use crate::oracle::{Oracle, Symptom};
 use std::collections::HashMap;
 
+/// The rewrite rules inside `pass` when it is one of ORT's rule-based containers (else none).
+fn rules_of(pass: &str) -> &'static [&'static str] {
+    crate::compiler::rules::RULE_CONTAINERS.iter().find(|(c, _)| *c == pass).map_or(&[], |(_, rules)| rules)
+}
+
 /// How a finding's symptom is recognized in a run, and the runs spent recognizing it.
 pub struct Reproducer<'w> {
     pub worker: &'w mut Worker,
@@ -26,9 +31,21 @@ impl Reproducer<'_> {
     }
 
     /// The configuration with only `enabled` of the fired passes on.
+    /// `enabled` may name rewrite rules (ORT): their rule-based container stays on, with its other rules off.
     pub fn config_enabling(&self, enabled: &[String]) -> Config {
         let mut c = self.finding.config.clone();
-        c.disabled.extend(self.finding.fired.iter().filter(|p| !enabled.contains(p)).cloned());
+        for p in &self.finding.fired {
+            let rules = rules_of(p);
+            let on: Vec<&&str> = rules.iter().filter(|r| enabled.iter().any(|e| e == **r)).collect();
+            if enabled.contains(p) {
+                continue;
+            }
+            if on.is_empty() {
+                c.disabled.push(p.clone());
+            } else {
+                c.disabled.extend(rules.iter().filter(|r| !on.contains(r)).map(|r| r.to_string()));
+            }
+        }
         c
     }
 
@@ -60,8 +77,52 @@ impl Reproducer<'_> {
         }
     }
 
-    /// Delta-debugs the fired passes of the finding's own model.
+    /// Delta-debugs the fired passes of the finding's own model, then names the rewrite rules inside a
+    /// rule-based container among them ([`Self::rule_culprits`]).
     pub fn culprits(&mut self) -> Culprits {
+        let c = self.pass_culprits();
+        self.rule_culprits(c)
+    }
+
+    /// A rule-based container (ORT's `Level1_RuleBasedTransformer`, ...) among the culprits stands for ~20
+    /// rewrite rules: delta-debug its rules (the other culprits on, the container's other rules disabled by
+    /// name) and name the ones that explain the symptom. The container stays the culprit only when no set of
+    /// its rules does (the symptom then needs the container itself, or a rule oatest does not know).
+    pub fn rule_culprits(&mut self, mut c: Culprits) -> Culprits {
+        if self.finding.target != "ort" {
+            return c;
+        }
+        let containers: Vec<String> = c.passes.iter().filter(|p| !rules_of(p).is_empty()).cloned().collect();
+        if containers.is_empty() {
+            return c;
+        }
+        let model = self.finding.bytes(&self.finding.case);
+        let feeds = self.finding.case.feeds.clone();
+        let reference = (self.finding.symptom == Symptom::Inconsistency)
+            .then(|| self.run(&model, &feeds, &self.finding.reference.clone()));
+        for container in containers {
+            let others: Vec<String> = c.passes.iter().filter(|p| **p != container).cloned().collect();
+            let rules: Vec<String> = rules_of(&container).iter().map(|r| r.to_string()).collect();
+            let found = dd::culprits(&rules, &mut |on: &[String]| {
+                let enabled: Vec<String> = others.iter().chain(on).cloned().collect();
+                // with none of its rules on, the container itself is off
+                let enabled = if on.is_empty() { others.clone() } else { enabled };
+                let config = self.config_enabling(&enabled);
+                let o = self.run(&model, &feeds, &config);
+                self.classify(&o, reference.as_ref())
+            });
+            c.runs += found.runs;
+            if found.passes.is_empty() {
+                let why = found.note.unwrap_or_default();
+                c.note = Some(format!("{container}: no set of its rules explains the symptom ({why})"));
+                continue;
+            }
+            c.passes = others.into_iter().chain(found.passes).collect();
+        }
+        c
+    }
+
+    fn pass_culprits(&mut self) -> Culprits {
         let model = self.finding.bytes(&self.finding.case);
         let feeds = self.finding.case.feeds.clone();
         let reference = (self.finding.symptom == Symptom::Inconsistency)
