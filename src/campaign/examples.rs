@@ -6,7 +6,8 @@ use crate::util::write_dir_atomic as write_dir;
 use std::path::{Path, PathBuf};
 
 /// Passing tests kept as regression seeds: the first clean test that fires each pass is written to
-/// `examples/<pass>/` (model.onnx, input_K.pb, output_K.pb from the reference, example.json).
+/// `examples/<pass>/` (model.onnx, or recipe.json for a Relax test; input_K.pb, output_K.pb from the reference,
+/// example.json).
 pub struct Examples {
     dir: PathBuf,
     covered: std::collections::HashSet<String>,
@@ -41,7 +42,7 @@ impl Examples {
             let name: String =
                 pass.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
             write_dir(&self.dir.join(&name), |tmp| {
-                std::fs::write(tmp.join("model.onnx"), &test.model)?;
+                std::fs::write(tmp.join(crate::finding::test_file_name(test.is_recipe())), &test.model)?;
                 inputs::write(tmp, "input", &test.inputs)?;
                 inputs::write(tmp, "output", &reference.outputs)?;
                 let info = serde_json::json!({

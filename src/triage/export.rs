@@ -71,6 +71,10 @@ pub fn export(run: &Path, out: &Path, tolerance: f64) -> anyhow::Result<Exported
         let rec: super::report::BugRecord =
             serde_json::from_str(&text).with_context(|| format!("{}: not a bug record", path.display()))?;
         let name = format!("bug_{}", bug.file_name().unwrap_or_default().to_string_lossy());
+        if !bug.join("model.onnx").exists() {
+            skipped.push(format!("{}: a Relax-level test (recipe.json) has no ONNX model to export", bug.display()));
+            continue;
+        }
         if !copy_case(&bug, "model.onnx", &out.join(&name))? {
             skipped.push(format!("{}: no reference outputs (the reference did not run)", bug.display()));
             continue;
@@ -91,6 +95,10 @@ pub fn export(run: &Path, out: &Path, tolerance: f64) -> anyhow::Result<Exported
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default();
         let name = format!("pass_{}", ex.file_name().unwrap_or_default().to_string_lossy());
+        if !ex.join("model.onnx").exists() {
+            skipped.push(format!("{}: a Relax-level test (recipe.json) has no ONNX model to export", ex.display()));
+            continue;
+        }
         if !copy_case(&ex, "model.onnx", &out.join(&name))? {
             skipped.push(format!("{}: no reference outputs", ex.display()));
             continue;
