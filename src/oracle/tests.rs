@@ -141,3 +141,36 @@ fn unsupported_filters_are_named() {
     assert_eq!(unsupported_reason("op Foo is unsupported"), Some("unsupported"));
     assert_eq!(unsupported_reason("shape mismatch"), None);
 }
+
+fn raw_output(dtype: DType, n: usize, bytes: Vec<u8>) -> Vec<NamedTensor> {
+    let tensor = Tensor { dtype, dims: vec![n as i64], data: crate::graph::TensorData::Raw(bytes) };
+    vec![NamedTensor { name: "y".into(), tensor }]
+}
+
+#[test]
+fn int64_outputs_compare_exactly_at_full_width() {
+    // 2^62 and 2^62 + 1 are the same f64: a comparison through f64 would call them equal
+    let a = raw_output(DType::I64, 1, (1i64 << 62).to_le_bytes().to_vec());
+    let b = raw_output(DType::I64, 1, ((1i64 << 62) + 1).to_le_bytes().to_vec());
+    let d = distance(&a, &b, 1e-3).unwrap();
+    assert!(d.exceeds && d.max == 1.0, "{d:?}");
+    assert!(!distance(&a, &a, 0.0).unwrap().exceeds);
+    let big = raw_output(DType::U64, 1, u64::MAX.to_le_bytes().to_vec());
+    let big1 = raw_output(DType::U64, 1, (u64::MAX - 1).to_le_bytes().to_vec());
+    assert!(distance(&big, &big1, 1e-3).unwrap().exceeds);
+}
+
+#[test]
+fn complex_outputs_compare_on_both_parts() {
+    let c = |re: f32, im: f32| raw_output(DType::C64, 1, [re.to_le_bytes(), im.to_le_bytes()].concat());
+    let d = distance(&c(1.0, 2.0), &c(1.0, 3.0), 1e-3).unwrap();
+    assert!(d.exceeds && d.index == 0 && d.max == 1.0, "the imaginary part differs: {d:?}");
+    assert!(!distance(&c(1.0, 2.0), &c(1.0, 2.0 + 1e-5), 1e-3).unwrap().exceeds, "within tolerance");
+}
+
+#[test]
+fn unknown_element_types_compare_byte_wise() {
+    let a = raw_output(DType::Other(99), 1, vec![1, 2]);
+    assert!(distance(&a, &a, 0.0).is_ok_and(|d| !d.exceeds));
+    assert!(distance(&a, &raw_output(DType::Other(99), 1, vec![1, 3]), 0.0).is_err());
+}
