@@ -130,6 +130,14 @@ fn a_campaign_files_each_symptom_and_its_findings_replay() {
     }
     let s = json(&out.join("stats.json"));
     assert!(s["findings_triaged"].as_u64().unwrap() >= 3, "the first finding of each symptom is triaged: {s}");
+
+    // without --timeout-ms, triage takes the campaign's own limit (500 ms), not the default
+    let t = oatest(&["triage", out.to_str().unwrap(), "--again"]);
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    for e in std::fs::read_dir(out.join("findings")).unwrap() {
+        let t = json(&e.unwrap().path().join("triage.json"));
+        assert_eq!(t["triage"]["timeout_ms"], 500, "{t}");
+    }
 }
 
 fn wait_for(cond: impl Fn() -> bool, what: &str) {

@@ -51,7 +51,7 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
     };
     anyhow::ensure!(configs.len() >= 2, "--config: give a reference and at least one configuration to compare");
     let bytes = raw.clone().unwrap_or_else(|| onnx::encode_model(&model));
-    let oracle = Oracle { tolerance: a.opts.tolerance };
+    let oracle = Oracle { tolerance: a.opts.tolerance() };
     let outcomes = w.run_configs(&bytes, &feeds, &configs);
     let judgement = oracle.judge(&outcomes);
     let (target, version) = (w.info.target.clone(), w.info.version.clone());

@@ -16,12 +16,12 @@ pub struct TriageOpts {
     /// ONNX Runtime library (default: ORT_DYLIB_PATH, then the onnxruntime wheel in .venv).
     #[arg(long)]
     pub ort_lib: Option<PathBuf>,
-    /// Per-run time limit in milliseconds.
-    #[arg(long, default_value_t = 10_000)]
-    pub timeout_ms: u64,
-    /// Chebyshev tolerance of the inconsistency oracle.
-    #[arg(long, default_value_t = 1e-3)]
-    pub tolerance: f64,
+    /// Per-run time limit in milliseconds (default: the campaign's, else 10000).
+    #[arg(long)]
+    pub timeout_ms: Option<u64>,
+    /// Chebyshev tolerance of the inconsistency oracle (default: the campaign's, else 1e-3).
+    #[arg(long)]
+    pub tolerance: Option<f64>,
     /// At most this many reduction candidates are checked per finding.
     #[arg(long, default_value_t = 2000)]
     pub max_checks: usize,
@@ -31,6 +31,22 @@ pub struct TriageOpts {
 }
 
 impl TriageOpts {
+    /// Flags not given take the campaign's own settings (from its checkpoint), else the defaults, so that a run
+    /// is triaged with the tolerance and time limit it was judged with.
+    pub(super) fn with_campaign(mut self, run: &std::path::Path) -> TriageOpts {
+        let campaign = crate::campaign::load_checkpoint(run).ok().map(|(s, _, _)| s);
+        if let Some(s) = &campaign {
+            self.tolerance = self.tolerance.or(Some(s.tolerance));
+            self.timeout_ms = self.timeout_ms.or(Some(s.timeout_ms));
+            self.ort_lib = self.ort_lib.clone().or(s.ort_lib.clone());
+        }
+        self
+    }
+
+    pub(super) fn tolerance(&self) -> f64 {
+        self.tolerance.unwrap_or(1e-3)
+    }
+
     pub(super) fn limits(&self) -> Limits {
         Limits { max_checks: self.max_checks, time: Duration::from_secs(self.reduce_secs) }
     }
@@ -38,7 +54,7 @@ impl TriageOpts {
     pub(super) fn worker(&self, target: &str) -> anyhow::Result<Worker> {
         let mut spec = WorkerSpec::new(TargetKind::parse(target)?)?;
         spec.ort_lib = self.ort_lib.clone();
-        spec.timeout = Duration::from_millis(self.timeout_ms);
+        spec.timeout = Duration::from_millis(self.timeout_ms.unwrap_or(10_000));
         Worker::start(spec)
     }
 }
@@ -54,18 +70,15 @@ pub struct TriageArgs {
     pub opts: TriageOpts,
 }
 
-pub fn run(a: TriageArgs) -> anyhow::Result<()> {
+pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
     let dirs = crate::finding::finding_dirs(&a.run, !a.again)?;
     let bugs = a.run.join("bugs");
+    a.opts = a.opts.with_campaign(&a.run);
     let mut workers: std::collections::BTreeMap<String, Worker> = Default::default();
-    let oracle = Oracle { tolerance: a.opts.tolerance };
+    let oracle = Oracle { tolerance: a.opts.tolerance() };
     let (mut done, mut new) = (0, 0);
     for dir in &dirs {
-        let target = std::fs::read_to_string(dir.join("meta.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|m| m["target"].as_str().map(str::to_string))
-            .unwrap_or_default();
+        let target = crate::finding::load_meta(dir).map(|m| m.target).unwrap_or_default();
         if target.contains(',') || target.is_empty() {
             continue;
         }
