@@ -78,6 +78,19 @@ fn a_campaign_files_each_symptom_and_its_findings_replay() {
     assert_eq!(s["by_symptom"]["error"], 0);
     assert_eq!(s["findings_unique"], 3, "one bug per symptom: {}", s["signatures"]);
     assert!(s["nondeterministic"].as_u64().unwrap() > 0, "noisy models must be recognized as nondeterministic");
+    // ... and kept, never dropped: flaky/<id>/ with every run's outputs and why the verdict fell
+    let kept: Vec<_> = std::fs::read_dir(out.join("flaky")).unwrap().map(|e| e.unwrap().path()).collect();
+    let fell = s["nondeterministic"].as_u64().unwrap() + s["flaky"].as_u64().unwrap();
+    assert_eq!(kept.len() as u64, fell, "one flaky/ directory per unconfirmed inconsistency");
+    let metas: Vec<serde_json::Value> = kept.iter().map(|d| json(&d.join("meta.json"))).collect();
+    assert!(metas.iter().any(|m| m["unconfirmed"][0]["why"] == "nondeterministic"), "{metas:?}");
+    for m in &metas {
+        assert!(["nondeterministic", "flaky"].contains(&m["unconfirmed"][0]["why"].as_str().unwrap()), "{m}");
+        assert_eq!(m["unconfirmed"][0]["verdict"]["symptom"], "inconsistency", "{m}");
+    }
+    let runs = json(&kept[0].join("outcome.json"));
+    assert!(runs.as_array().unwrap().len() >= 3, "first runs and re-runs: {runs}");
+    assert!(kept[0].join("run2_output_0.pb").exists() && kept[0].join("model.onnx").exists());
     assert!(s["passes_fired"]["FaultPass"].as_u64().unwrap() > 0);
     assert!(out.join("throughput.svg").exists() && out.join("passes.svg").exists());
 

@@ -3,7 +3,8 @@
 
 use crate::compiler::worker::Worker;
 use crate::compiler::{Config, Outcome};
-use crate::oracle::{Judgement, Oracle, Rerun, Symptom};
+use crate::finding::Unconfirmed;
+use crate::oracle::{Judgement, Oracle, Rerun, Symptom, Verdict};
 use crate::synth::source::Test;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
@@ -15,6 +16,20 @@ pub(super) struct Done {
     pub judgement: Judgement,
     pub nondeterministic: u64,
     pub flaky: u64,
+    /// Inconsistencies a re-run did not confirm, and the re-runs that said so (kept under `flaky/`).
+    pub unconfirmed: Vec<Unconfirmed>,
+    pub reruns: Vec<Outcome>,
+}
+
+/// Counts an inconsistency that fell at its re-run, keeping it.
+fn fell(d: &mut Done, verdict: Verdict, why: Rerun) {
+    match why {
+        Rerun::Nondeterministic => d.nondeterministic += 1,
+        Rerun::Flaky => d.flaky += 1,
+        Rerun::Stands => return,
+    }
+    let why = if why == Rerun::Nondeterministic { "nondeterministic" } else { "flaky" };
+    d.unconfirmed.push(Unconfirmed { verdict, why: why.into() });
 }
 
 impl Done {
@@ -26,6 +41,8 @@ impl Done {
             judgement: Judgement { valid: false, invalid_reason: None, verdicts: Vec::new() },
             nondeterministic: 0,
             flaky: 0,
+            unconfirmed: Vec::new(),
+            reruns: Vec::new(),
         }
     }
 }
@@ -49,10 +66,12 @@ pub(super) fn execute(
             judgement: Judgement { valid: true, invalid_reason: None, verdicts: Vec::new() },
             nondeterministic: 0,
             flaky: 0,
+            unconfirmed: Vec::new(),
+            reruns: Vec::new(),
         };
         let mut references: Vec<Outcome> = Vec::new();
         for (k, w) in lane.iter_mut().enumerate() {
-            let (outcomes, mut j, nondet, flaky) = run_and_judge(w, &all.test, &configs[k], &oracle);
+            let (outcomes, mut j, dropped, reruns) = run_and_judge(w, &all.test, &configs[k], &oracle);
             if multi {
                 for v in &mut j.verdicts {
                     v.config = format!("{}:{}", w.info.target, v.config);
@@ -67,8 +86,10 @@ pub(super) fn execute(
             }
             all.judgement.verdicts.extend(j.verdicts);
             all.outcomes.extend(outcomes);
-            all.nondeterministic += nondet;
-            all.flaky += flaky;
+            for (v, why) in dropped {
+                fell(&mut all, v, why);
+            }
+            all.reruns.extend(reruns);
         }
         // across targets: both references ran, so they must agree; re-run both before believing a difference
         if references.len() == 2 {
@@ -79,12 +100,12 @@ pub(super) fn execute(
                     .map(|(w, c)| w.run(&all.test.model, &all.test.inputs, &c[0]))
                     .collect();
                 let repeated = (0..2).all(|i| crate::oracle::same_outputs(&references[i], &again[i]));
+                v.config = format!("{}~{}", lane[0].info.target, lane[1].info.target);
                 match oracle.after_rerun(repeated, &again[0], Some(&again[1])) {
-                    Rerun::Nondeterministic => all.nondeterministic += 1,
-                    Rerun::Flaky => all.flaky += 1,
-                    Rerun::Stands => {
-                        v.config = format!("{}~{}", lane[0].info.target, lane[1].info.target);
-                        all.judgement.verdicts.push(v);
+                    Rerun::Stands => all.judgement.verdicts.push(v),
+                    why => {
+                        fell(&mut all, v, why);
+                        all.reruns.extend(again);
                     }
                 }
             }
@@ -102,7 +123,7 @@ fn run_and_judge(
     test: &Test,
     configs: &[Config],
     oracle: &Oracle,
-) -> (Vec<Outcome>, Judgement, u64, u64) {
+) -> (Vec<Outcome>, Judgement, Vec<(Verdict, Rerun)>, Vec<Outcome>) {
     // a rewrite rule is not logged on its own: for a test built for one, ask the optimized configurations
     // to attribute just that rule (one extra session when its container fired)
     let rule = test.target_pass.as_deref().filter(|p| crate::compiler::rules::container_of(p).is_some());
@@ -120,7 +141,7 @@ fn run_and_judge(
         .collect();
     let outcomes = w.run_configs(&test.model, &test.inputs, &configs);
     let mut judgement = oracle.judge(&outcomes);
-    let (mut nondeterministic, mut flaky) = (0, 0);
+    let (mut dropped, mut reruns) = (Vec::new(), Vec::new());
     if judgement.verdicts.iter().any(|v| v.symptom == Symptom::Inconsistency) {
         // run the reference and each inconsistent configuration again
         let again: Vec<Config> = std::iter::once(configs[0].clone())
@@ -141,16 +162,15 @@ fn run_and_judge(
             let again = rerun[1..].iter().find(|o| o.config.to_string() == v.config);
             match oracle.after_rerun(repeated, &rerun[0], again) {
                 Rerun::Stands => true,
-                Rerun::Nondeterministic => {
-                    nondeterministic += 1;
-                    false
-                }
-                Rerun::Flaky => {
-                    flaky += 1;
+                why => {
+                    dropped.push((v.clone(), why));
                     false
                 }
             }
         });
+        if !dropped.is_empty() {
+            reruns = rerun;
+        }
     }
-    (outcomes, judgement, nondeterministic, flaky)
+    (outcomes, judgement, dropped, reruns)
 }

@@ -260,6 +260,11 @@ fn process(
     if stats.record(d.test.id, &d.outcomes, &d.judgement, d.test.target_pass.as_deref()) {
         finding::write_invalid(&settings.out, &d.test, &d.outcomes)?;
     }
+    if !d.unconfirmed.is_empty() {
+        // never dropped silently: kept with every run, counted in stats (nondeterministic, flaky)
+        let runs: Vec<_> = d.outcomes.iter().chain(&d.reruns).cloned().collect();
+        finding::write_unconfirmed(&settings.out, target, version, settings.seed, &d.test, &runs, &d.unconfirmed)?;
+    }
     if let Some(v) = finding::signature::primary(&d.judgement) {
         let sig = finding::signature::coarse(target, v);
         let new = !stats.signatures.contains_key(&sig);

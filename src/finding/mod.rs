@@ -1,6 +1,7 @@
 //! A finding on disk, owned here: `findings/<id>-<symptom>/` with the test (`model.onnx`, or `recipe.json` for a
 //! Relax-level test), its inputs, every configuration's outcome (`outcome.json`) and `meta.json`; the schema
-//! (versioned, read and written), atomic writing, loading, and signatures (`signature`).
+//! (versioned, read and written), atomic writing, loading, and signatures (`signature`). Also `flaky/<id>/`:
+//! tests whose inconsistencies a re-run did not confirm, kept with every run.
 
 pub mod signature;
 
@@ -138,6 +139,68 @@ pub fn write_invalid(out: &Path, test: &Test, outcomes: &[Outcome]) -> anyhow::R
         std::fs::write(tmp.join("reason.txt"), reason)?;
         Ok(())
     })
+}
+
+/// An inconsistency that did not survive its re-run, kept rather than dropped: uninitialized reads and races in
+/// fused kernels look exactly like this.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Unconfirmed {
+    pub verdict: Verdict,
+    /// `nondeterministic` (the reference itself changed between runs) or `flaky` (the difference did not come
+    /// back).
+    pub why: String,
+}
+
+/// `flaky/<id>/meta.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlakyMeta {
+    pub format: u32,
+    pub target: String,
+    pub target_version: String,
+    pub campaign_seed: u64,
+    pub test_id: u64,
+    pub origin: String,
+    pub test_file: String,
+    pub unconfirmed: Vec<Unconfirmed>,
+}
+
+/// Keeps a test whose inconsistencies a re-run did not confirm as `flaky/<test id>/`: the test, its inputs,
+/// every run (first runs, then re-runs) in `outcome.json` with its outputs as `run<k>_output_<K>.pb`, and
+/// `meta.json` saying which verdicts fell and why.
+#[allow(clippy::too_many_arguments)]
+pub fn write_unconfirmed(
+    out: &Path,
+    target: &str,
+    version: &str,
+    seed: u64,
+    test: &Test,
+    runs: &[Outcome],
+    unconfirmed: &[Unconfirmed],
+) -> anyhow::Result<PathBuf> {
+    let dir = out.join("flaky").join(format!("{:08}", test.id));
+    let test_file = test_file_name(test.is_recipe());
+    write_dir_atomic(&dir, |tmp| {
+        std::fs::write(tmp.join(test_file), &test.model)?;
+        inputs::write(tmp, "input", &test.inputs)?;
+        let records: Vec<OutcomeRecord> = runs.iter().map(OutcomeRecord::new).collect();
+        std::fs::write(tmp.join("outcome.json"), serde_json::to_string_pretty(&records)?)?;
+        for (k, o) in runs.iter().enumerate() {
+            inputs::write(tmp, &format!("run{k}_output"), &o.outputs)?;
+        }
+        let meta = FlakyMeta {
+            format: FORMAT,
+            target: target.to_string(),
+            target_version: version.to_string(),
+            campaign_seed: seed,
+            test_id: test.id,
+            origin: test.origin.clone(),
+            test_file: test_file.to_string(),
+            unconfirmed: unconfirmed.to_vec(),
+        };
+        std::fs::write(tmp.join("meta.json"), serde_json::to_string_pretty(&meta)?)?;
+        Ok(())
+    })?;
+    Ok(dir)
 }
 
 /// A finding directory, read back.
