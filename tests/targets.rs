@@ -45,6 +45,17 @@ fn every_kind_of_worker_death_is_an_outcome_and_the_next_test_runs() {
 }
 
 #[test]
+fn a_worker_that_dies_while_idle_is_restarted_and_not_blamed_on_the_next_test() {
+    let mut w = Worker::start(spec(TargetKind::Fault)).unwrap();
+    let first = w.run(&model(Some("exit_later")), &inputs(), &Config::level(Level::Disable));
+    assert_eq!(first.status, Status::Ok, "it answers before it dies");
+    std::thread::sleep(Duration::from_millis(400));
+    let next = w.run(&model(None), &inputs(), &Config::level(Level::Disable));
+    assert_eq!(next.status, Status::Ok, "the next test's reference is not a crash");
+    assert_eq!((w.idle_deaths, w.starts), (1, 2));
+}
+
+#[test]
 fn oatest_run_reports_a_crash_as_an_outcome_and_exits_normally() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.onnx");

@@ -74,6 +74,9 @@ pub struct Worker {
     pub info: WorkerInfo,
     /// How many times the worker process was (re)started.
     pub starts: u64,
+    /// How many times the worker process was found dead between requests (an infrastructure event: restarted,
+    /// never blamed on the next test).
+    pub idle_deaths: u64,
 }
 
 const TAIL: usize = 8192;
@@ -112,6 +115,7 @@ impl Worker {
                 optional_passes: Vec::new(),
             },
             starts: 0,
+            idle_deaths: 0,
         };
         w.spawn()?;
         Ok(w)
@@ -214,6 +218,12 @@ impl Worker {
         let mut out: Vec<Outcome> = Vec::with_capacity(configs.len());
         while out.len() < configs.len() {
             let rest = &configs[out.len()..];
+            // a worker that died while idle (after answering its last request) is restarted first: its death
+            // belongs to no test
+            if self.proc.as_mut().is_some_and(|p| matches!(p.child.try_wait(), Ok(Some(_)))) {
+                let _ = self.reap();
+                self.idle_deaths += 1;
+            }
             if self.proc.is_none() {
                 if let Err(e) = self.spawn() {
                     let message = format!("worker restart failed: {e:#}");
