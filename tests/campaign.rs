@@ -359,3 +359,37 @@ fn two_targets_are_compared_with_each_other() {
     });
     assert!(cross, "a cross-target verdict names both targets");
 }
+
+#[test]
+fn a_crash_that_does_not_come_back_is_kept_as_flaky_not_filed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (seeds, out) = (dir.path().join("seeds"), dir.path().join("run"));
+    std::fs::create_dir_all(&seeds).unwrap();
+    let marker = dir.path().join("crashed-once");
+    let mut m = oatest::graph::onnx::decode_model(&fault_model(Some("crash_once"))).unwrap();
+    m.metadata.push(("oatest.fault.marker".into(), marker.to_str().unwrap().into()));
+    std::fs::write(seeds.join("once.onnx"), oatest::graph::onnx::encode_model(&m)).unwrap();
+    let o = oatest(&[
+        "fuzz",
+        "--target",
+        "fault",
+        "--tests",
+        "2",
+        "--seed",
+        "1",
+        "--jobs",
+        "1",
+        "--no-triage",
+        "--seeds",
+        seeds.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(marker.exists(), "the model crashed once");
+    let s = json(&out.join("stats.json"));
+    assert_eq!(s["findings_raw"], 0, "one crash in three runs is not a finding: {s}");
+    let meta = json(&out.join("flaky/00000001/meta.json"));
+    assert_eq!(meta["unconfirmed"][0]["verdict"]["symptom"], "crash", "{meta}");
+    assert_eq!(meta["unconfirmed"][0]["why"], "flaky", "{meta}");
+}

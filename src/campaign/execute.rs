@@ -2,7 +2,7 @@
 //! inconsistencies re-run before they are believed (`oracle::Rerun`).
 
 use crate::compiler::worker::Worker;
-use crate::compiler::{Config, Outcome};
+use crate::compiler::{Config, Outcome, Status};
 use crate::finding::Unconfirmed;
 use crate::oracle::{Judgement, Oracle, Rerun, Symptom, Verdict};
 use crate::synth::source::Test;
@@ -116,8 +116,9 @@ pub(super) fn execute(
     }
 }
 
-/// One target: run the test's configurations, judge, and drop inconsistencies that a re-run shows to be
-/// nondeterministic (the reference itself changes) or flaky (they do not come back).
+/// One target: run the test's configurations, judge, re-confirm crashes and hangs (two more runs: the majority
+/// of three must fail the same way), and drop inconsistencies that a re-run shows to be nondeterministic (the
+/// reference itself changes) or flaky (they do not come back). What is dropped comes back with its re-runs.
 fn run_and_judge(
     w: &mut Worker,
     test: &Test,
@@ -142,6 +143,30 @@ fn run_and_judge(
     let outcomes = w.run_configs(&test.model, &test.inputs, &configs);
     let mut judgement = oracle.judge(&outcomes);
     let (mut dropped, mut reruns) = (Vec::new(), Vec::new());
+    // crashes and hangs are re-confirmed: the majority of three runs must show the same kind of failure
+    let same_kind = |v: &Verdict, o: &Outcome| match v.symptom {
+        Symptom::Crash => matches!(o.status, Status::Crash { .. } | Status::Oom { .. }),
+        Symptom::Hang => matches!(o.status, Status::Timeout { .. }),
+        _ => false,
+    };
+    let mut confirm_runs: Vec<Outcome> = Vec::new();
+    judgement.verdicts.retain(|v| {
+        if !matches!(v.symptom, Symptom::Crash | Symptom::Hang) {
+            return true;
+        }
+        let Some(c) = configs.iter().find(|c| c.to_string() == v.config) else { return true };
+        let again = w.run_configs(&test.model, &test.inputs, &[c.clone(), c.clone()]);
+        let shown = 1 + again.iter().filter(|o| same_kind(v, o)).count();
+        confirm_runs.extend(again);
+        if shown >= 2 {
+            return true;
+        }
+        dropped.push((v.clone(), Rerun::Flaky));
+        false
+    });
+    if !dropped.is_empty() {
+        reruns.extend(confirm_runs);
+    }
     if judgement.verdicts.iter().any(|v| v.symptom == Symptom::Inconsistency) {
         // run the reference and each inconsistent configuration again
         let again: Vec<Config> = std::iter::once(configs[0].clone())
@@ -168,8 +193,8 @@ fn run_and_judge(
                 }
             }
         });
-        if !dropped.is_empty() {
-            reruns = rerun;
+        if dropped.iter().any(|(v, _)| v.symptom == Symptom::Inconsistency) {
+            reruns.extend(rerun);
         }
     }
     (outcomes, judgement, dropped, reruns)

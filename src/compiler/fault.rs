@@ -1,5 +1,5 @@
 //! A test-only target that misbehaves on request: a model's metadata `oatest.fault` = `segfault`, `abort`,
-//! `hang`, `oom` or `exit` makes the worker do exactly that (`exit_later`: it dies 100 ms after answering); `wrong` shifts the optimized outputs by 1 (an
+//! `hang`, `oom` or `exit` makes the worker do exactly that (`exit_later`: it dies 100 ms after answering; `crash_once`: only the first optimized run crashes); `wrong` shifts the optimized outputs by 1 (an
 //! inconsistency), `noisy` adds run-to-run noise in every configuration (nondeterminism); otherwise it echoes
 //! its inputs as outputs. With `oatest.fault.needs` = `FuseA;FuseB` the fault is an optimizer bug with known
 //! culprits: every optimized run "fires" one pass `Fuse<Op>` per op type in the graph (unless disabled), and
@@ -48,6 +48,18 @@ impl Target for FaultTarget {
         };
         let triggered = needs.as_ref().is_none_or(|n| n.iter().all(|p| passes_fired.iter().any(|f| f == p)));
         let fault = meta("oatest.fault").filter(|_| triggered);
+        // `crash_once`: the first optimized run crashes, later ones do not (a flaky crash); the file named by
+        // `oatest.fault.marker` remembers the first run across worker restarts
+        let fault = match (fault, meta("oatest.fault.marker")) {
+            (Some("crash_once"), Some(marker)) if config.level != super::Level::Disable => {
+                if std::fs::OpenOptions::new().write(true).create_new(true).open(marker).is_ok() {
+                    Some("segfault")
+                } else {
+                    None
+                }
+            }
+            (f, _) => f,
+        };
         // `exit_later`: answers, then the worker dies while idle (a death no test caused)
         if fault == Some("exit_later") {
             std::thread::spawn(|| {
