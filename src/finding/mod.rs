@@ -167,7 +167,6 @@ pub struct FlakyMeta {
 /// Keeps a test whose inconsistencies a re-run did not confirm as `flaky/<test id>/`: the test, its inputs,
 /// every run (first runs, then re-runs) in `outcome.json` with its outputs as `run<k>_output_<K>.pb`, and
 /// `meta.json` saying which verdicts fell and why.
-#[allow(clippy::too_many_arguments)]
 pub fn write_unconfirmed(
     out: &Path,
     target: &str,

@@ -63,13 +63,11 @@ pub fn write(
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     // a Relax synthesis recipe (TVM) is a recipe.json, which the runner and repro.py read in place of ONNX
     let (test_file, original_file) = files(f, m);
-    for (keep, other) in [(test_file, "recipe.json"), (test_file, "model.onnx"), (original_file, "original.json")] {
-        if keep != other && dir.join(other).exists() {
-            std::fs::remove_file(dir.join(other))?; // a smaller representative of another kind replaced it
+    // a smaller representative of another kind replaces the files of the previous one
+    for stale in ["model.onnx", "recipe.json", "original.onnx", "original.json"] {
+        if stale != test_file && stale != original_file && dir.join(stale).exists() {
+            std::fs::remove_file(dir.join(stale))?;
         }
-    }
-    if original_file != "original.onnx" && dir.join("original.onnx").exists() {
-        std::fs::remove_file(dir.join("original.onnx"))?;
     }
     write_atomic(&dir.join(test_file), &m.model_bytes)?;
     write_atomic(&dir.join(original_file), &f.bytes(&f.case))?;

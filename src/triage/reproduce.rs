@@ -34,12 +34,9 @@ impl Reproducer<'_> {
     /// `enabled` may name rewrite rules (ORT): their rule-based container stays on, with its other rules off.
     pub fn config_enabling(&self, enabled: &[String]) -> Config {
         let mut c = self.finding.config.clone();
-        for p in &self.finding.fired {
+        for p in self.finding.fired.iter().filter(|p| !enabled.contains(p)) {
             let rules = rules_of(p);
             let on: Vec<&&str> = rules.iter().filter(|r| enabled.iter().any(|e| e == **r)).collect();
-            if enabled.contains(p) {
-                continue;
-            }
             if on.is_empty() {
                 c.disabled.push(p.clone());
             } else {
@@ -80,15 +77,25 @@ impl Reproducer<'_> {
     /// Delta-debugs the fired passes of the finding's own model, then names the rewrite rules inside a
     /// rule-based container among them ([`Self::rule_culprits`]).
     pub fn culprits(&mut self) -> Culprits {
-        let c = self.pass_culprits();
-        self.rule_culprits(c)
+        let model = self.finding.bytes(&self.finding.case);
+        let feeds = self.finding.case.feeds.clone();
+        let reference = (self.finding.symptom == Symptom::Inconsistency)
+            .then(|| self.run(&model, &feeds, &self.finding.reference.clone()));
+        let c = self.pass_culprits(&model, &feeds, reference.as_ref());
+        self.rule_culprits(c, &model, &feeds, reference.as_ref())
     }
 
     /// A rule-based container (ORT's `Level1_RuleBasedTransformer`, ...) among the culprits stands for ~20
     /// rewrite rules: delta-debug its rules (the other culprits on, the container's other rules disabled by
     /// name) and name the ones that explain the symptom. The container stays the culprit only when no set of
     /// its rules does (the symptom then needs the container itself, or a rule oatest does not know).
-    pub fn rule_culprits(&mut self, mut c: Culprits) -> Culprits {
+    fn rule_culprits(
+        &mut self,
+        mut c: Culprits,
+        model: &[u8],
+        feeds: &[NamedTensor],
+        reference: Option<&Outcome>,
+    ) -> Culprits {
         if self.finding.target != "ort" {
             return c;
         }
@@ -96,20 +103,15 @@ impl Reproducer<'_> {
         if containers.is_empty() {
             return c;
         }
-        let model = self.finding.bytes(&self.finding.case);
-        let feeds = self.finding.case.feeds.clone();
-        let reference = (self.finding.symptom == Symptom::Inconsistency)
-            .then(|| self.run(&model, &feeds, &self.finding.reference.clone()));
         for container in containers {
             let others: Vec<String> = c.passes.iter().filter(|p| **p != container).cloned().collect();
             let rules: Vec<String> = rules_of(&container).iter().map(|r| r.to_string()).collect();
+            // with none of its rules on, `config_enabling` turns the container itself off
             let found = dd::culprits(&rules, &mut |on: &[String]| {
                 let enabled: Vec<String> = others.iter().chain(on).cloned().collect();
-                // with none of its rules on, the container itself is off
-                let enabled = if on.is_empty() { others.clone() } else { enabled };
                 let config = self.config_enabling(&enabled);
-                let o = self.run(&model, &feeds, &config);
-                self.classify(&o, reference.as_ref())
+                let o = self.run(model, feeds, &config);
+                self.classify(&o, reference)
             });
             c.runs += found.runs;
             if found.passes.is_empty() {
@@ -122,16 +124,12 @@ impl Reproducer<'_> {
         c
     }
 
-    fn pass_culprits(&mut self) -> Culprits {
-        let model = self.finding.bytes(&self.finding.case);
-        let feeds = self.finding.case.feeds.clone();
-        let reference = (self.finding.symptom == Symptom::Inconsistency)
-            .then(|| self.run(&model, &feeds, &self.finding.reference.clone()));
+    fn pass_culprits(&mut self, model: &[u8], feeds: &[NamedTensor], reference: Option<&Outcome>) -> Culprits {
         let fired = self.finding.fired.clone();
         let probe = |r: &mut Self, enabled: &[String]| -> Probe {
             let c = r.config_enabling(enabled);
-            let o = r.run(&model, &feeds, &c);
-            r.classify(&o, reference.as_ref())
+            let o = r.run(model, feeds, &c);
+            r.classify(&o, reference)
         };
         let first = dd::culprits(&fired, &mut |e: &[String]| probe(self, e));
         if !first.passes.is_empty() || !first.note.as_deref().is_some_and(|n| n.contains("no fired pass")) {
