@@ -16,12 +16,12 @@ fn main() {
     prost_build::Config::new().compile_fds(fds).expect("prost-build must generate the ONNX types");
 }
 
-/// With the `tvm` feature the binary embeds libpython (pyo3). pyenv-style installs keep libpython in their own
+/// With the `python` feature (TVM, the semantic reference) the binary embeds libpython (pyo3). pyenv-style installs keep libpython in their own
 /// `LIBDIR`, which is not on the loader path: record it as an rpath so the interpreter pyo3 was built for
 /// (the one that made .venv) is the one loaded, not another Python of the same minor version.
 fn python_rpath() {
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
-    if std::env::var_os("CARGO_FEATURE_TVM").is_none() {
+    if std::env::var_os("CARGO_FEATURE_PYTHON").is_none() {
         return;
     }
     let python = std::env::var("PYO3_PYTHON").unwrap_or_else(|_| "python3".into());

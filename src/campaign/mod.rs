@@ -110,7 +110,7 @@ pub fn run(
         spec.background = true;
         spec.mem_limit_mb = Some(settings.mem_mb);
         let limits = crate::triage::reduce::Limits { max_checks: 1000, time: Duration::from_secs(60) };
-        triager::Triager::start(spec, settings.out.join("bugs"), oracle.clone(), limits, stop.clone())
+        triager::Triager::start(spec, settings.out.clone(), oracle.clone(), limits, stop.clone())
     });
     if let Some(t) = &triager {
         let mut seen = std::collections::HashSet::new();
@@ -224,11 +224,15 @@ fn triaged(t: &triager::Triager, stats: &mut Stats, progress: &mut progress::Pro
         match r {
             triager::Report::Filed(f) => {
                 stats.findings_triaged += 1;
+                let class = f.triage.class;
+                *stats.triaged_by_class.entry(class.name().into()).or_default() += 1;
                 if f.new_bug {
-                    stats.bugs += 1;
+                    *stats.entries_by_class.entry(class.name().into()).or_default() += 1;
+                    stats.bugs += (class == crate::triage::classify::Class::Optimizer) as u64;
                     let tr = &f.triage;
                     progress.note(&format!(
-                        "bug {}: {} by {}, minimized {} -> {} nodes ({})",
+                        "{} {}: {} by {}, minimized {} -> {} nodes ({})",
+                        if class == crate::triage::classify::Class::Optimizer { "bug" } else { class.name() },
                         f.signature,
                         tr.detail.chars().take(80).collect::<String>(),
                         if tr.culprits.is_empty() { "unknown passes".into() } else { tr.culprits.join("+") },

@@ -57,9 +57,16 @@ pub struct Stats {
     /// Findings triaged during the campaign (culprits, reduction).
     #[serde(default)]
     pub findings_triaged: u64,
-    /// Distinct bugs among them: signatures from target, symptom, culprit passes and normalized message.
+    /// Distinct optimizer bugs among them (bugs/): signatures from target, symptom, culprit passes and
+    /// normalized message.
     #[serde(default)]
     pub bugs: u64,
+    /// Triaged findings by class (optimizer, reference, precision, nonfinite, undecided, unattributed).
+    #[serde(default)]
+    pub triaged_by_class: BTreeMap<String, u64>,
+    /// Distinct entries by class: `optimizer` = bugs/, the others their class folders.
+    #[serde(default)]
+    pub entries_by_class: BTreeMap<String, u64>,
     /// (elapsed_sec, tests_executed) samples, for the throughput plot.
     pub timeline: Vec<(f64, u64)>,
 }

@@ -34,11 +34,11 @@ pub struct Triager {
 }
 
 impl Triager {
-    /// Starts the thread and its worker; `bugs` is the run's bugs directory.
-    pub fn start(spec: WorkerSpec, bugs: PathBuf, oracle: Oracle, limits: Limits, stop: Arc<AtomicBool>) -> Triager {
+    /// Starts the thread and its worker; `run` is the run directory (bugs/ and the class folders).
+    pub fn start(spec: WorkerSpec, run: PathBuf, oracle: Oracle, limits: Limits, stop: Arc<AtomicBool>) -> Triager {
         let (tx, rx) = channel::<Msg>();
         let (rtx, results) = channel::<Report>();
-        let thread = std::thread::spawn(move || serve(spec, bugs, oracle, limits, rx, rtx, stop));
+        let thread = std::thread::spawn(move || serve(spec, run, oracle, limits, rx, rtx, stop));
         Triager { tx, results, thread: Some(thread) }
     }
 
@@ -56,7 +56,7 @@ impl Triager {
 
 fn serve(
     spec: WorkerSpec,
-    bugs: PathBuf,
+    run: PathBuf,
     oracle: Oracle,
     limits: Limits,
     rx: Receiver<Msg>,
@@ -64,6 +64,8 @@ fn serve(
     stop: Arc<AtomicBool>,
 ) -> usize {
     let mut worker: Option<Worker> = None;
+    // the semantic reference's worker starts with the first inconsistency it is asked about
+    let mut semantic = crate::triage::classify::Semantic::new(spec.background);
     // (not first, arrival order, dir): firsts before duplicates, each in filing order
     let mut queue: BinaryHeap<Reverse<(bool, u64, PathBuf)>> = BinaryHeap::new();
     let (mut arrivals, mut finishing) = (0u64, false);
@@ -112,7 +114,7 @@ fn serve(
             }
         }
         let w = worker.as_mut().expect("started");
-        let report = match crate::triage::triage_dir(&dir, &bugs, w, oracle.clone(), limits) {
+        let report = match crate::triage::triage_dir(&dir, &run, w, &mut semantic, oracle.clone(), limits) {
             Ok(Some(f)) => Report::Filed(f),
             Ok(None) => continue,
             Err(e) => Report::Failed(dir, format!("{e:#}")),

@@ -71,13 +71,15 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
     };
     finding.raw = raw;
     println!("{}: {} under {}", a.model.display(), finding.symptom, finding.config);
-    let mut r = Reproducer { worker: &mut w, oracle: oracle.clone(), finding, runs: 0 };
+    let mut semantic = triage::classify::Semantic::new(false);
+    let mut r = Reproducer::new(&mut w, oracle.clone(), finding, Some(&mut semantic));
     let (t, m) = triage::triage(&mut r, a.opts.limits());
     let out = a
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}-bug", a.model.file_stem().unwrap_or_default().to_string_lossy())));
     triage::report::write(&out, &r.finding, &t, &m, oracle.tolerance, vec![source])?;
+    println!("class: {} ({})", t.class, t.class_note);
     println!(
         "culprits: {} [{} in {} runs]; {} -> {} nodes in {} checks{}; {} runs in all",
         if t.culprits.is_empty() { "-".to_string() } else { t.culprits.join("+") },

@@ -72,10 +72,10 @@ pub struct TriageArgs {
 
 pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
     let dirs = crate::finding::finding_dirs(&a.run, !a.again)?;
-    let bugs = a.run.join("bugs");
     a.opts = a.opts.with_campaign(&a.run);
     let mut workers: std::collections::BTreeMap<String, Worker> = Default::default();
     let oracle = Oracle { tolerance: a.opts.tolerance() };
+    let mut semantic = triage::classify::Semantic::new(false);
     let (mut done, mut new) = (0, 0);
     for dir in &dirs {
         let target = crate::finding::load_meta(dir).map(|m| m.target).unwrap_or_default();
@@ -86,20 +86,22 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
             workers.insert(target.clone(), a.opts.worker(&target)?);
         }
         let w = workers.get_mut(&target).expect("inserted");
-        match triage::triage_dir(dir, &bugs, w, oracle.clone(), a.opts.limits()) {
+        match triage::triage_dir(dir, &a.run, w, &mut semantic, oracle.clone(), a.opts.limits()) {
             Ok(Some(f)) => {
                 done += 1;
                 new += f.new_bug as usize;
                 let t = &f.triage;
                 println!(
-                    "{}: {} {} [{} in {} runs] {} -> {} nodes -> bugs/{}{}",
+                    "{}: {} {} {} [{} in {} runs] {} -> {} nodes -> {}/{}{}",
                     dir.file_name().unwrap_or_default().to_string_lossy(),
                     if f.new_bug { "NEW" } else { "dup" },
+                    t.class,
                     if t.culprits.is_empty() { "-".to_string() } else { t.culprits.join("+") },
                     t.method,
                     t.dd_runs,
                     t.original_nodes,
                     t.nodes,
+                    t.class.folder(),
                     f.signature,
                     if t.confirmed { "" } else { " (not confirmed)" }
                 );
@@ -108,6 +110,6 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
             Err(e) => eprintln!("warning: {}: {e:#}", dir.display()),
         }
     }
-    println!("triaged {done} findings: {new} new bugs in {}", bugs.display());
+    println!("triaged {done} findings: {new} new entries (bugs/ holds optimizer bugs; other classes have their own folders)");
     Ok(())
 }

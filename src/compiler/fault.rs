@@ -1,14 +1,45 @@
 //! A test-only target that misbehaves on request: a model's metadata `oatest.fault` = `segfault`, `abort`,
-//! `hang`, `oom` or `exit` makes the worker do exactly that (`exit_later`: it dies 100 ms after answering; `crash_once`: only the first optimized run crashes); `wrong` shifts the optimized outputs by 1 (an
-//! inconsistency), `noisy` adds run-to-run noise in every configuration (nondeterminism); otherwise it echoes
-//! its inputs as outputs. With `oatest.fault.needs` = `FuseA;FuseB` the fault is an optimizer bug with known
-//! culprits: every optimized run "fires" one pass `Fuse<Op>` per op type in the graph (unless disabled), and
-//! the fault happens only when every needed pass fired.
+//! `hang`, `oom` or `exit` makes the worker do exactly that (`exit_later`: it dies 100 ms after answering;
+//! `crash_once`: only the first optimized run crashes). Value faults shift float outputs: `wrong` the optimized
+//! run's by +1, `wrong_reference` the unoptimized run's by +1 (the optimized run is right), `wrong_both` +1 and
+//! -1, `skew` +k and -k (k = `oatest.fault.skew`), `nan_to_inf` turns the optimized run's NaNs into +Inf;
+//! `noisy` adds run-to-run noise in every configuration (nondeterminism). Outputs are the inputs echoed, or,
+//! with `oatest.fault.compute` = `onnx`, the model's true values (onnx.reference, `python` feature). With
+//! `oatest.fault.needs` = `FuseA;FuseB` the fault is an optimizer bug with known culprits: every optimized
+//! run "fires" one pass `Fuse<Op>` per op type in the graph (unless disabled), and the fault happens only
+//! when every needed pass fired.
 
 use super::{Config, NamedTensor, Outcome, Status, Target};
 use crate::graph::onnx::decode_model;
 
-pub struct FaultTarget;
+#[derive(Default)]
+pub struct FaultTarget {
+    /// The semantic reference, loaded for the first model that asks for true values.
+    #[cfg(feature = "python")]
+    semantic: Option<super::onnxref::OnnxRefTarget>,
+}
+
+impl FaultTarget {
+    /// The model's true output values (onnx.reference), or why not.
+    fn true_values(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Result<Vec<NamedTensor>, String> {
+        #[cfg(feature = "python")]
+        {
+            if self.semantic.is_none() {
+                self.semantic = Some(super::onnxref::OnnxRefTarget::new().map_err(|e| format!("{e:#}"))?);
+            }
+            let o = self.semantic.as_mut().expect("loaded").run(model, inputs, config);
+            match o.status {
+                Status::Ok => Ok(o.outputs),
+                st => Err(st.message()),
+            }
+        }
+        #[cfg(not(feature = "python"))]
+        {
+            let _ = (model, inputs, config);
+            Err("oatest.fault.compute = onnx needs the `python` feature".into())
+        }
+    }
+}
 
 impl Target for FaultTarget {
     fn name(&self) -> &'static str {
@@ -87,25 +118,43 @@ impl Target for FaultTarget {
                 _ => {}
             }
         }
+        // value faults: (shift of the unoptimized run, and of an optimized run in which the fault happens); an
+        // optimized run without the fault computes what the unoptimized one does
+        let skew = meta("oatest.fault.skew").and_then(|k| k.parse::<f64>().ok()).unwrap_or(6e-4);
+        let (plain, faulty) = match meta("oatest.fault") {
+            Some("wrong") => (0.0, 1.0),
+            Some("wrong_reference") => (1.0, 0.0),
+            Some("wrong_both") => (1.0, -1.0),
+            Some("skew") => (skew, -skew),
+            _ => (0.0, 0.0),
+        };
+        let optimized = config.level != super::Level::Disable;
         let shift = match fault {
-            Some("wrong") if config.level != super::Level::Disable => 1.0,
             Some("noisy") => std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos() % 1000 + 1) as f64,
-            _ => 0.0,
+            Some(_) if optimized => faulty,
+            _ => plain,
         };
-        let outputs = inputs
-            .iter()
+        let nan_to_inf = optimized && fault == Some("nan_to_inf");
+        let values = if meta("oatest.fault.compute") == Some("onnx") {
+            match self.true_values(model, inputs, config) {
+                Ok(v) => v,
+                Err(message) => return Outcome::failed(config, Status::Error { message }, 0.0),
+            }
+        } else {
+            inputs.to_vec()
+        };
+        let outputs = values
+            .into_iter()
             .map(|t| match t.tensor.to_f64s() {
-                Some(v) if shift != 0.0 && t.tensor.dtype.is_float() => {
+                Some(v) if (shift != 0.0 || nan_to_inf) && t.tensor.dtype.is_float() => {
                     let dims: Vec<usize> = t.tensor.dims.iter().map(|&d| d as usize).collect();
-                    let v: Vec<f64> = v.iter().map(|x| x + shift).collect();
-                    NamedTensor {
-                        name: t.name.clone(),
-                        tensor: crate::graph::Tensor::from_f64s(t.tensor.dtype, &dims, &v),
-                    }
+                    let v: Vec<f64> =
+                        v.iter().map(|x| if nan_to_inf && x.is_nan() { f64::INFINITY } else { x + shift }).collect();
+                    NamedTensor { name: t.name, tensor: crate::graph::Tensor::from_f64s(t.tensor.dtype, &dims, &v) }
                 }
-                _ => t.clone(),
+                _ => t,
             })
             .collect();
         Outcome {

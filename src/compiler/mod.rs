@@ -3,8 +3,12 @@
 
 pub mod fault;
 pub mod inputs;
+#[cfg(feature = "python")]
+pub mod onnxref;
 #[cfg(feature = "ort")]
 pub mod ort;
+#[cfg(feature = "python")]
+mod python;
 pub mod rules;
 #[cfg(feature = "tract")]
 pub mod tract;
@@ -249,6 +253,8 @@ pub enum TargetKind {
     Tvm,
     /// Test-only: misbehaves as a model's `oatest.fault` metadata says (crash, abort, hang, oom).
     Fault,
+    /// The semantic reference (onnx.reference): no optimizer, the ONNX specification's meaning of a model.
+    OnnxRef,
 }
 
 impl TargetKind {
@@ -258,7 +264,8 @@ impl TargetKind {
             "tract" => TargetKind::Tract,
             "tvm" => TargetKind::Tvm,
             "fault" => TargetKind::Fault,
-            other => anyhow::bail!("unknown target '{other}' (ort, tract, tvm)"),
+            "onnxref" | "onnx-reference" => TargetKind::OnnxRef,
+            other => anyhow::bail!("unknown target '{other}' (ort, tract, tvm, onnxref)"),
         })
     }
 
@@ -268,6 +275,7 @@ impl TargetKind {
             TargetKind::Tract => "tract",
             TargetKind::Tvm => "tvm",
             TargetKind::Fault => "fault",
+            TargetKind::OnnxRef => "onnxref",
         }
     }
 }
@@ -338,7 +346,11 @@ pub fn open(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Res
         TargetKind::Tvm => Ok(Box::new(tvm::TvmTarget::new()?)),
         #[cfg(not(feature = "tvm"))]
         TargetKind::Tvm => anyhow::bail!("this oatest was built without the `tvm` feature"),
-        TargetKind::Fault => Ok(Box::new(fault::FaultTarget)),
+        TargetKind::Fault => Ok(Box::new(fault::FaultTarget::default())),
+        #[cfg(feature = "python")]
+        TargetKind::OnnxRef => Ok(Box::new(onnxref::OnnxRefTarget::new()?)),
+        #[cfg(not(feature = "python"))]
+        TargetKind::OnnxRef => anyhow::bail!("this oatest was built without the `python` feature"),
     }
 }
 

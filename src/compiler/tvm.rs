@@ -67,7 +67,6 @@ mod embedded {
     use crate::graph::{DType, Tensor, TensorData};
     use pyo3::prelude::*;
     use pyo3::types::PyBytes;
-    use std::ffi::CString;
     use std::time::Instant;
 
     use super::RUNNER_SOURCES;
@@ -80,45 +79,20 @@ mod embedded {
         optional_passes: Vec<String>,
     }
 
-    /// The site-packages of the project's `.venv` (where scripts/setup.sh installs apache-tvm).
-    fn venv_site_packages() -> Option<std::path::PathBuf> {
-        for root in crate::util::search_roots() {
-            let lib = root.join(".venv").join("lib");
-            let Ok(entries) = std::fs::read_dir(&lib) else { continue };
-            for e in entries.flatten() {
-                let site = e.path().join("site-packages");
-                if e.file_name().to_string_lossy().starts_with("python") && site.join("tvm").is_dir() {
-                    return Some(site);
-                }
-            }
-        }
-        None
-    }
-
     impl TvmTarget {
         pub fn new() -> anyhow::Result<TvmTarget> {
             // one runtime thread: the campaign parallelizes across workers
             if std::env::var_os("TVM_NUM_THREADS").is_none() {
                 std::env::set_var("TVM_NUM_THREADS", "1");
             }
-            let site = venv_site_packages();
+            let site = crate::compiler::python::venv_site_packages("tvm");
             Python::attach(|py| -> anyhow::Result<TvmTarget> {
-                if let Some(site) = &site {
-                    py.import("site")?.call_method1("addsitedir", (site.display().to_string(),))?;
-                }
-                // PyModule::from_code registers each module in sys.modules: the next one can import it
-                let mut entry = None;
-                for (name, source) in RUNNER_SOURCES {
-                    let (code, file) = (CString::new(*source)?, CString::new(format!("{name}.py"))?);
-                    let module = PyModule::from_code(py, &code, &file, &CString::new(*name)?).map_err(|e| {
-                        anyhow::anyhow!(
-                            "cannot import TVM ({e}); run scripts/setup.sh to install apache-tvm into .venv{}",
-                            if site.is_none() { " (no .venv with tvm found)" } else { "" }
-                        )
-                    })?;
-                    entry = Some(module);
-                }
-                let module = entry.expect("the runner has modules");
+                let module = crate::compiler::python::load_modules(py, site.as_deref(), RUNNER_SOURCES).map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot import TVM ({e:#}); run scripts/setup.sh to install apache-tvm into .venv{}",
+                        if site.is_none() { " (no .venv with tvm found)" } else { "" }
+                    )
+                })?;
                 let version: String = module.getattr("version")?.call0()?.extract()?;
                 let optional_passes: Vec<String> = module.getattr("optional_passes")?.call0()?.extract()?;
                 Ok(TvmTarget { module: module.unbind(), version, optional_passes })

@@ -2,6 +2,7 @@
 //! still shows the same symptom with the same culprits (graph reduction), the bug signature, and the bug
 //! directory with its report and standalone reproducer (`report`); regression suites from bugs (`export`).
 
+pub mod classify;
 pub mod dd;
 pub mod export;
 mod load;
@@ -16,6 +17,7 @@ use crate::compiler::worker::Worker;
 use crate::compiler::{Outcome, Status};
 use crate::graph::onnx;
 use crate::oracle::{Oracle, Symptom};
+use classify::{Class, Semantic};
 use dd::{Culprits, Probe};
 use reduce::{Case, Limits};
 use serde::{Deserialize, Serialize};
@@ -25,6 +27,12 @@ use std::path::Path;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Triaged {
     pub signature: String,
+    /// What the finding is (which side is wrong; only `optimizer` is filed under bugs/).
+    #[serde(default)]
+    pub class: Class,
+    /// Why it has that class (the semantic reference's verdict on each side).
+    #[serde(default)]
+    pub class_note: String,
     pub culprits: Vec<String>,
     /// `bisect`, `ddmin` or `unresolved`.
     pub method: String,
@@ -76,7 +84,16 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         }
         None => false,
     };
-    if confirmed {
+    // an inconsistency's class, on the original: reduction keeps it; rounding and NaN/Inf-only differences are
+    // not worth minimizing
+    let inconsistency = r.finding.symptom == Symptom::Inconsistency;
+    let mut low_priority = false;
+    if let (true, Some((a, b))) = (inconsistency, &last) {
+        let class = r.classify_case(&original, a, b).class;
+        r.keep_class = Some(class);
+        low_priority = matches!(class, Class::Precision | Class::Nonfinite);
+    }
+    if confirmed && !low_priority {
         let cell = std::cell::RefCell::new(&mut *r);
         let out = reduce::reduce(
             original.clone(),
@@ -125,14 +142,17 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         _ => None,
     };
     let max_diff = verdict.as_ref().and_then(|v| v.max_diff);
+    let (class, class_note) = class_of(r, &case, &c, confirmed, reference.as_ref(), shown.as_ref());
     let detail = match (verdict, &shown) {
         (Some(v), _) => v.detail,
         (None, Some(b)) if b.status != Status::Ok => b.status.message(),
         _ => r.finding.message.clone(),
     };
-    let signature = signature(&r.finding, &c, &detail);
+    let signature = signature(&r.finding, &c, &detail, class);
     let t = Triaged {
         signature,
+        class,
+        class_note,
         culprits,
         method: c.method.to_string(),
         dd_runs,
@@ -151,10 +171,41 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     (t, Minimized { case, model_bytes, pattern_needed, reference, shown, without })
 }
 
+/// The class of a triaged finding: an inconsistency's is what the semantic reference says of its minimized
+/// runs; a symptom that did not come back is undecided; one no pass set explains is unattributed.
+fn class_of(
+    r: &mut Reproducer,
+    case: &Case,
+    c: &Culprits,
+    confirmed: bool,
+    reference: Option<&Outcome>,
+    shown: Option<&Outcome>,
+) -> (Class, String) {
+    if !confirmed {
+        return (Class::Undecided, "the symptom did not come back when re-checked".into());
+    }
+    let semantic = match (r.finding.symptom, reference, shown) {
+        (Symptom::Inconsistency, Some(a), Some(b)) => Some(r.classify_case(case, a, b)),
+        _ => None,
+    };
+    match semantic {
+        Some(s) if s.class != Class::Optimizer => (s.class, s.note),
+        _ if c.passes.is_empty() => {
+            (Class::Unattributed, c.note.clone().unwrap_or_else(|| "no set of the fired passes explains it".into()))
+        }
+        Some(s) => (s.class, s.note),
+        None => (Class::Optimizer, "the culprit passes alone show it, and disabling any of them cures it".into()),
+    }
+}
+
 /// A bug's signature ([`crate::finding::signature::bug`]): target, symptom, culprit passes (or the configuration
-/// when there are none) and the normalized message.
-pub fn signature(f: &Finding, c: &Culprits, detail: &str) -> String {
-    crate::finding::signature::bug(&f.target, f.symptom, &c.passes, &f.config.to_string(), detail)
+/// when there are none) and the normalized message; for classes other than `optimizer`, the class too.
+pub fn signature(f: &Finding, c: &Culprits, detail: &str, class: Class) -> String {
+    let sig = crate::finding::signature::bug(&f.target, f.symptom, &c.passes, &f.config.to_string(), detail);
+    match class {
+        Class::Optimizer => sig,
+        other => crate::util::stable_hash(&format!("{sig}|{other}")),
+    }
 }
 
 /// What triaging one finding directory filed.
@@ -166,19 +217,21 @@ pub struct Filed {
     pub triage: Triaged,
 }
 
-/// Triages a campaign finding directory and files it under `bugs`; writes `triage.json` into the finding
-/// directory (so a resumed triage skips it). `Ok(None)` for findings without a pass set (cross-target).
+/// Triages a campaign finding directory and files it under the run directory `run`, in its class's folder
+/// (`bugs/<signature>/` for optimizer bugs, `reference/<signature>/`, ...); writes `triage.json` into the
+/// finding directory (so a resumed triage skips it). `Ok(None)` for findings without a pass set (cross-target).
 pub fn triage_dir(
     dir: &Path,
-    bugs: &Path,
+    run: &Path,
     worker: &mut Worker,
+    semantic: &mut Semantic,
     oracle: Oracle,
     limits: Limits,
 ) -> anyhow::Result<Option<Filed>> {
     let Some(finding) = Finding::load(dir)? else { return Ok(None) };
-    let mut r = Reproducer { worker, oracle: oracle.clone(), finding, runs: 0 };
+    let mut r = Reproducer::new(worker, oracle.clone(), finding, Some(semantic));
     let (t, m) = triage(&mut r, limits);
-    let (bug_dir, new_bug) = report::file(bugs, &r.finding, &t, &m, oracle.tolerance)?;
+    let (bug_dir, new_bug) = report::file(&run.join(t.class.folder()), &r.finding, &t, &m, oracle.tolerance)?;
     let filed = Filed { signature: t.signature.clone(), bug_dir: bug_dir.display().to_string(), new_bug, triage: t };
     crate::util::write_atomic(&dir.join("triage.json"), serde_json::to_string_pretty(&filed)?.as_bytes())?;
     Ok(Some(filed))
@@ -212,20 +265,23 @@ mod tests {
     #[test]
     fn signatures_depend_on_culprits_not_on_their_order_or_the_context() {
         let f = finding(Symptom::Inconsistency);
-        let a = signature(&f, &found(&["B", "A"]), "output 'x'[3]: expected 1, got 2");
-        assert_eq!(a, signature(&f, &found(&["A", "B"]), "output 'y'[0]: expected 7, got 9"));
-        assert_ne!(a, signature(&f, &found(&["A"]), "output 'x'[3]: expected 1, got 2"));
-        assert_ne!(a, signature(&finding(Symptom::Crash), &found(&["A", "B"]), ""));
+        let o = Class::Optimizer;
+        let a = signature(&f, &found(&["B", "A"]), "output 'x'[3]: expected 1, got 2", o);
+        assert_eq!(a, signature(&f, &found(&["A", "B"]), "output 'y'[0]: expected 7, got 9", o));
+        assert_ne!(a, signature(&f, &found(&["A"]), "output 'x'[3]: expected 1, got 2", o));
+        assert_ne!(a, signature(&finding(Symptom::Crash), &found(&["A", "B"]), "", o));
         let e = finding(Symptom::Error);
         assert_eq!(
-            signature(&e, &found(&["A"]), "Node (n_12) Op (QuantizeLinear) type 3 mismatch"),
-            signature(&e, &found(&["A"]), "Node (q_7) Op (QuantizeLinear) type 9 mismatch")
+            signature(&e, &found(&["A"]), "Node (n_12) Op (QuantizeLinear) type 3 mismatch", o),
+            signature(&e, &found(&["A"]), "Node (q_7) Op (QuantizeLinear) type 9 mismatch", o)
         );
         assert_ne!(
-            signature(&e, &found(&["A"]), "Op (QuantizeLinear) failed"),
-            signature(&e, &found(&["A"]), "Op (Reshape) failed")
+            signature(&e, &found(&["A"]), "Op (QuantizeLinear) failed", o),
+            signature(&e, &found(&["A"]), "Op (Reshape) failed", o)
         );
         // without culprits the configuration stands in for them
-        assert_ne!(signature(&f, &found(&[]), ""), signature(&f, &found(&["A"]), ""));
+        assert_ne!(signature(&f, &found(&[]), "", o), signature(&f, &found(&["A"]), "", o));
+        // the same passes with the reference side wrong are another entry
+        assert_ne!(a, signature(&f, &found(&["A", "B"]), "", Class::Reference));
     }
 }

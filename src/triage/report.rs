@@ -178,11 +178,16 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
     let g = &m.case.model.graph;
     let ops: Vec<String> = g.nodes_in_order().unwrap_or_default().iter().map(|n| n.op.name.clone()).collect();
     let culprits = if t.culprits.is_empty() { "unknown".to_string() } else { t.culprits.join(" + ") };
-    let what = match f.symptom {
-        Symptom::Crash => "crashes",
-        Symptom::Hang => "hangs",
-        Symptom::Error => "fails",
-        Symptom::Inconsistency => "computes wrong results",
+    use super::classify::Class;
+    let what = match (f.symptom, t.class) {
+        (Symptom::Inconsistency, Class::Reference) => "computes wrong results without optimization, right ones",
+        (Symptom::Inconsistency, Class::Precision) => "rounds differently",
+        (Symptom::Inconsistency, Class::Nonfinite) => "differs in NaN/Inf results",
+        (Symptom::Inconsistency, Class::Undecided) => "computes different results",
+        (Symptom::Crash, _) => "crashes",
+        (Symptom::Hang, _) => "hangs",
+        (Symptom::Error, _) => "fails",
+        (Symptom::Inconsistency, _) => "computes wrong results",
     };
     let mut s = String::new();
     // the minimized test's recipe, when it still is one
@@ -199,6 +204,10 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
         _ => format!("a {}-node graph ({})", t.nodes, ops.join(", ")),
     };
     let _ = writeln!(s, "# {}: {what} after {culprits} on {on}\n", target_title(f));
+    let _ = writeln!(s, "- **Class:** `{}`: {}", t.class, t.class.meaning());
+    if !t.class_note.is_empty() {
+        let _ = writeln!(s, "  - {}", t.class_note);
+    }
     let _ = writeln!(s, "- **Symptom:** {}", f.symptom);
     let _ = writeln!(s, "- **Culprit passes:** {culprits} (found by {} in {} runs)", t.method, t.dd_runs);
     if let Some(note) = &t.dd_note {

@@ -1,6 +1,7 @@
 //! Reproducing a finding: runs under chosen pass sets, recognizing its symptom in a run, delta debugging of
 //! its fired passes, and the check every reduction candidate must pass.
 
+use super::classify::{self, Class, Classified, Semantic};
 use super::dd::{self, Culprits, Probe};
 use super::load::Finding;
 use super::reduce::Case;
@@ -22,9 +23,28 @@ pub struct Reproducer<'w> {
     pub oracle: Oracle,
     pub finding: Finding,
     pub runs: usize,
+    /// The semantic reference that classifies inconsistencies (none: every inconsistency is undecided).
+    pub semantic: Option<&'w mut Semantic>,
+    /// The class a reduction candidate must keep (set once the original is classified).
+    pub keep_class: Option<Class>,
 }
 
-impl Reproducer<'_> {
+impl<'w> Reproducer<'w> {
+    pub fn new(worker: &'w mut Worker, oracle: Oracle, finding: Finding, semantic: Option<&'w mut Semantic>) -> Self {
+        Reproducer { worker, oracle, finding, runs: 0, semantic, keep_class: None }
+    }
+
+    /// The class of an inconsistency of `case` between its `unoptimized` and `optimized` runs: what the
+    /// semantic reference says about each side. A Relax recipe has no ONNX model to ask it about.
+    pub fn classify_case(&mut self, case: &Case, unoptimized: &Outcome, optimized: &Outcome) -> Classified {
+        let semantic = match (&mut self.semantic, &self.finding.raw) {
+            (None, _) => Err("no semantic reference in this triage".to_string()),
+            (Some(_), Some(_)) => Err("a Relax-level test (a recipe) has no ONNX model for onnx.reference".into()),
+            (Some(s), None) => s.run(&onnx::encode_model(&case.model), &case.feeds),
+        };
+        classify::classify(&self.oracle, unoptimized, optimized, semantic.as_ref().map_err(|e| e.as_str()))
+    }
+
     pub(super) fn run(&mut self, model: &[u8], feeds: &[NamedTensor], config: &Config) -> Outcome {
         self.runs += 1;
         self.worker.run(model, feeds, config)
@@ -173,7 +193,8 @@ impl Reproducer<'_> {
     }
 
     /// Whether a candidate still shows the finding: the reference runs cleanly, the culprits alone show the
-    /// symptom, and disabling any one culprit makes it go away. Returns the reference and symptom runs.
+    /// symptom, disabling any one culprit makes it go away, and an inconsistency keeps its class
+    /// ([`Self::keep_class`]). Returns the reference and symptom runs.
     pub fn check(&mut self, case: &Case, culprits: &[String]) -> Option<(Outcome, Outcome)> {
         let model = self.finding.bytes(case);
         let reference = self.run(&model, &case.feeds, &self.finding.reference.clone());
@@ -190,6 +211,13 @@ impl Reproducer<'_> {
             without.disabled.push(c.clone());
             let o = self.run(&model, &case.feeds, &without);
             if self.classify(&o, Some(&reference)) != Probe::Clean {
+                return None;
+            }
+        }
+        // an inconsistency must stay of its class (a candidate must not slide from a wrong optimized result to
+        // a wrong reference, or to rounding)
+        if let (Some(keep), Symptom::Inconsistency) = (self.keep_class, self.finding.symptom) {
+            if self.classify_case(case, &reference, &shown).class != keep {
                 return None;
             }
         }

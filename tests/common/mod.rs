@@ -34,7 +34,8 @@ pub fn json(path: &Path) -> serde_json::Value {
 }
 
 /// x -> ops[0] -> ops[1] -> ... -> y (float32 of `dims`); `fault` = (`oatest.fault`, `oatest.fault.needs`)
-/// metadata for the fault target and the tvm target's test faults.
+/// metadata for the fault target and the tvm target's test faults. The fault target computes the chain's true
+/// values (onnx.reference), so the semantic reference agrees with its unfaulted runs.
 pub fn chain_model(ops: &[&str], dims: &[usize], fault: Option<(&str, &str)>) -> Vec<u8> {
     let ty = TensorType::new(DType::F32, dims);
     let mut g = Graph::new("chain");
@@ -49,7 +50,10 @@ pub fn chain_model(ops: &[&str], dims: &[usize], fault: Option<(&str, &str)>) ->
     let mut m = Model::new(g);
     if let Some((f, needs)) = fault {
         m.metadata.push(("oatest.fault".into(), f.into()));
-        m.metadata.push(("oatest.fault.needs".into(), needs.into()));
+        if !needs.is_empty() {
+            m.metadata.push(("oatest.fault.needs".into(), needs.into()));
+        }
+        m.metadata.push(("oatest.fault.compute".into(), "onnx".into()));
     }
     onnx::encode_model(&m)
 }

@@ -1,0 +1,233 @@
+//! Which side of an inconsistency is wrong, and where a triaged finding belongs. The semantic reference
+//! (onnx.reference in a worker of its own, [`Semantic`]) runs the model as the ONNX specification defines it;
+//! comparing it with the unoptimized and the optimized run gives the finding's [`Class`]. Only class
+//! `optimizer` goes to `bugs/`; every other class has a folder of its own beside it.
+
+use crate::compiler::worker::{Worker, WorkerSpec};
+use crate::compiler::{Config, Level, NamedTensor, Outcome, Status, TargetKind};
+use crate::graph::{DType, Tensor};
+use crate::oracle::Oracle;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// What a triaged finding is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// The optimized run is wrong (it deviates from the semantic reference, the unoptimized run agrees), or
+    /// it crashes, fails or hangs where the unoptimized run does not, and disabling the culprits cures it.
+    #[default]
+    Optimizer,
+    /// The unoptimized run deviates from ONNX semantics and the optimized one does not: a real compiler bug,
+    /// but not of the passes that fired.
+    Reference,
+    /// Both runs are within the dtype's tolerance of the semantic reference: rounding, not a bug.
+    Precision,
+    /// The runs differ only where the expected value is NaN or ±Inf (or both runs are non-finite there).
+    Nonfinite,
+    /// The semantic reference cannot tell (it failed, or both runs deviate from it), or the symptom did not
+    /// come back when re-checked.
+    Undecided,
+    /// The symptom stays with every pass that fired disabled: no pass set explains it.
+    Unattributed,
+}
+
+impl Class {
+    pub const ALL: [Class; 6] = [
+        Class::Optimizer,
+        Class::Reference,
+        Class::Precision,
+        Class::Nonfinite,
+        Class::Undecided,
+        Class::Unattributed,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Optimizer => "optimizer",
+            Class::Reference => "reference",
+            Class::Precision => "precision",
+            Class::Nonfinite => "nonfinite",
+            Class::Undecided => "undecided",
+            Class::Unattributed => "unattributed",
+        }
+    }
+
+    /// The run directory's folder for this class: `bugs` for optimizer bugs, else the class name.
+    pub fn folder(self) -> &'static str {
+        match self {
+            Class::Optimizer => "bugs",
+            c => c.name(),
+        }
+    }
+
+    /// One line for reports: what the class means for whoever reads it.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Class::Optimizer => "a bug of the culprit passes: the optimized run deviates from ONNX semantics",
+            Class::Reference => {
+                "the unoptimized run deviates from ONNX semantics (onnx.reference) and the optimized one does not: \
+                 a compiler bug, but not of the passes that fired"
+            }
+            Class::Precision => "both runs are within the dtype's tolerance of ONNX semantics: rounding, not a bug",
+            Class::Nonfinite => "the runs differ only where the expected value is NaN or infinite",
+            Class::Undecided => "oatest cannot tell which side is wrong; check by hand before reporting",
+            Class::Unattributed => "the symptom stays with every pass disabled: no optimization pass explains it",
+        }
+    }
+}
+
+impl fmt::Display for Class {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The semantic reference's worker, started on first use and kept (importing onnx takes a while).
+pub struct Semantic {
+    spec: Option<WorkerSpec>,
+    worker: Option<Worker>,
+    /// Why the reference cannot run at all (it could not start), once known.
+    broken: Option<String>,
+}
+
+impl Semantic {
+    /// The reference in a worker of the oatest executable (60 s per model: numpy is slow on big convolutions);
+    /// `background`: it only takes CPU time others leave (the campaign's triage).
+    pub fn new(background: bool) -> Semantic {
+        match WorkerSpec::new(TargetKind::OnnxRef) {
+            Ok(mut spec) => {
+                spec.timeout = std::time::Duration::from_secs(60);
+                spec.background = background;
+                Semantic { spec: Some(spec), worker: None, broken: None }
+            }
+            Err(e) => Semantic::unavailable(&format!("{e:#}")),
+        }
+    }
+
+    /// A reference that never answers (`why` says why): every inconsistency is then undecided.
+    pub fn unavailable(why: &str) -> Semantic {
+        Semantic { spec: None, worker: None, broken: Some(why.to_string()) }
+    }
+
+    /// The reference's outputs for `model` (ONNX bytes), or why there are none.
+    pub fn run(&mut self, model: &[u8], feeds: &[NamedTensor]) -> Result<Outcome, String> {
+        if let Some(why) = &self.broken {
+            return Err(format!("the semantic reference is not available: {why}"));
+        }
+        if self.worker.is_none() {
+            let spec = self.spec.clone().expect("a reference that is not broken has a spec");
+            match Worker::start(spec) {
+                Ok(w) => self.worker = Some(w),
+                Err(e) => {
+                    self.broken = Some(format!("{e:#}"));
+                    return Err(format!("the semantic reference could not start: {e:#}"));
+                }
+            }
+        }
+        let w = self.worker.as_mut().expect("started");
+        let o = w.run(model, feeds, &Config::level(Level::Disable));
+        match &o.status {
+            Status::Ok => Ok(o),
+            st => Err(format!("{}: {}", st.kind(), st.message())),
+        }
+    }
+}
+
+/// A class and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Classified {
+    pub class: Class,
+    pub note: String,
+}
+
+/// Classifies an inconsistency between `unoptimized` and `optimized` (both ran) with the semantic
+/// reference's run (or why there is none).
+pub fn classify(
+    oracle: &Oracle,
+    unoptimized: &Outcome,
+    optimized: &Outcome,
+    semantic: Result<&Outcome, &str>,
+) -> Classified {
+    let semantic = match semantic {
+        Ok(s) => s,
+        Err(why) => return Classified { class: Class::Undecided, note: format!("no semantic reference: {why}") },
+    };
+    // differences only at elements whose expected value is not finite (or where neither run is)
+    if let Some((u, o)) = finite_parts(&unoptimized.outputs, &optimized.outputs, &semantic.outputs) {
+        if same(oracle, &u, &o) {
+            let note = "every difference is at an element where onnx.reference gives NaN/Inf, or where both runs do";
+            return Classified { class: Class::Nonfinite, note: note.into() };
+        }
+    }
+    let deviates = |run: &Outcome| oracle.inconsistency(semantic, run).map(|v| v.detail);
+    match (deviates(unoptimized), deviates(optimized)) {
+        (None, Some(d)) => Classified {
+            class: Class::Optimizer,
+            note: format!("the unoptimized run agrees with onnx.reference; the optimized one does not: {d}"),
+        },
+        (Some(d), None) => Classified {
+            class: Class::Reference,
+            note: format!("the optimized run agrees with onnx.reference; the unoptimized one does not: {d}"),
+        },
+        (None, None) => Classified {
+            class: Class::Precision,
+            note: "both runs are within tolerance of onnx.reference".into(),
+        },
+        (Some(du), Some(dopt)) => Classified {
+            class: Class::Undecided,
+            note: format!("both runs deviate from onnx.reference (unoptimized: {du}; optimized: {dopt})"),
+        },
+    }
+}
+
+/// Whether two output lists agree under the oracle.
+fn same(oracle: &Oracle, a: &[NamedTensor], b: &[NamedTensor]) -> bool {
+    let wrap = |outputs: &[NamedTensor]| Outcome {
+        target: String::new(),
+        config: Config::level(Level::Disable),
+        status: Status::Ok,
+        outputs: outputs.to_vec(),
+        passes_fired: Vec::new(),
+        passes_ran: Vec::new(),
+        time_ms: 0.0,
+    };
+    oracle.inconsistency(&wrap(a), &wrap(b)).is_none()
+}
+
+/// The two runs' outputs with every real float element set to 0 where the semantic value is NaN/±Inf or both
+/// runs are non-finite: what remains is the part of the difference that involves finite values. `None` when
+/// the three runs' outputs do not line up (count, dtype, shape).
+fn finite_parts(
+    u: &[NamedTensor],
+    o: &[NamedTensor],
+    s: &[NamedTensor],
+) -> Option<(Vec<NamedTensor>, Vec<NamedTensor>)> {
+    if u.len() != o.len() || u.len() != s.len() {
+        return None;
+    }
+    let (mut mu, mut mo) = (Vec::new(), Vec::new());
+    for ((a, b), e) in u.iter().zip(o).zip(s) {
+        let (ta, tb, te) = (&a.tensor, &b.tensor, &e.tensor);
+        if ta.dims != tb.dims || ta.dims != te.dims || ta.dtype != tb.dtype || ta.dtype != te.dtype {
+            return None;
+        }
+        let real_float = ta.dtype.is_float() && !matches!(ta.dtype, DType::C64 | DType::C128);
+        let values = (ta.to_f64s(), tb.to_f64s(), te.to_f64s());
+        let (Some(va), Some(vb), Some(ve), true) = (values.0, values.1, values.2, real_float) else {
+            mu.push(a.clone());
+            mo.push(b.clone());
+            continue;
+        };
+        let mask: Vec<bool> =
+            ve.iter().zip(&va).zip(&vb).map(|((e, x), y)| !e.is_finite() || (!x.is_finite() && !y.is_finite())).collect();
+        let dims: Vec<usize> = ta.dims.iter().map(|&d| d.max(0) as usize).collect();
+        let zero = |v: Vec<f64>| -> Tensor {
+            let v: Vec<f64> = v.into_iter().zip(&mask).map(|(x, &m)| if m { 0.0 } else { x }).collect();
+            Tensor::from_f64s(ta.dtype, &dims, &v)
+        };
+        mu.push(NamedTensor { name: a.name.clone(), tensor: zero(va) });
+        mo.push(NamedTensor { name: b.name.clone(), tensor: zero(vb) });
+    }
+    Some((mu, mo))
+}

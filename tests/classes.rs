@@ -1,0 +1,104 @@
+//! Which side of an inconsistency is wrong: triage asks the semantic reference (onnx.reference) and files each
+//! finding by class. The fault target computes a model's true values and misbehaves on request (shifting the
+//! optimized or the unoptimized run, or both, or turning NaN into Inf), so every class has a model whose
+//! answer is known; a real ONNX Runtime float16 case shows the `reference` class on the real compiler.
+
+mod common;
+use common::{chain_model, json, oatest};
+use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, Tensor, TensorType};
+use std::path::Path;
+
+/// `oatest reduce` on `model` (extra arguments after it); the bug directory's bug.json.
+fn reduce(dir: &Path, model: &[u8], target: &str, extra: &[&str]) -> serde_json::Value {
+    let path = dir.join("m.onnx");
+    std::fs::write(&path, model).unwrap();
+    let out = dir.join("bug");
+    let mut args = vec!["reduce", path.to_str().unwrap(), "--target", target, "--out", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = oatest(&args);
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let bug = json(&out.join("bug.json"));
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let class = bug["triage"]["class"].as_str().unwrap().to_string();
+    assert!(report.contains(&format!("**Class:** `{class}`")), "{report}");
+    bug
+}
+
+fn class_of(fault: &str, ops: &[&str], needs: &str, extra: &[&str]) -> (String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let bug = reduce(dir.path(), &chain_model(ops, &[4, 6], Some((fault, needs))), "fault", extra);
+    (bug["triage"]["class"].as_str().unwrap().to_string(), bug)
+}
+
+#[test]
+fn a_wrong_optimized_run_is_an_optimizer_bug() {
+    let (class, bug) = class_of("wrong", &["Relu", "Sigmoid", "Neg"], "FuseSigmoid", &[]);
+    assert_eq!(class, "optimizer", "{bug}");
+    assert_eq!(bug["triage"]["culprits"], serde_json::json!(["FuseSigmoid"]));
+    assert_eq!(bug["triage"]["nodes"], 1, "reduced to the culprit's node: {bug}");
+}
+
+#[test]
+fn a_wrong_unoptimized_run_is_the_reference_side() {
+    let (class, bug) = class_of("wrong_reference", &["Relu", "Sigmoid", "Neg"], "FuseSigmoid", &[]);
+    assert_eq!(class, "reference", "{bug}");
+    // reduction kept the class: the minimized model still has its reference side wrong
+    assert_eq!(bug["triage"]["nodes"], 1, "{bug}");
+}
+
+#[test]
+fn both_runs_near_the_true_values_is_precision() {
+    let tol = ["--tolerance", "0.01"];
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = onnx::decode_model(&chain_model(&["Sigmoid", "Relu"], &[4, 6], Some(("skew", "FuseSigmoid")))).unwrap();
+    // each side 0.009 off the true value: 0.018 apart, more than the tolerance, each within it
+    m.metadata.push(("oatest.fault.skew".into(), "0.009".into()));
+    let bug = reduce(dir.path(), &onnx::encode_model(&m), "fault", &tol);
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+}
+
+#[test]
+fn both_runs_off_the_true_values_is_undecided() {
+    let (class, bug) = class_of("wrong_both", &["Sigmoid", "Abs"], "FuseSigmoid", &[]);
+    assert_eq!(class, "undecided", "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("both runs deviate"), "{bug}");
+}
+
+#[test]
+fn differences_only_where_the_true_value_is_nan_are_nonfinite() {
+    // Log of negated random inputs: NaN where the input was positive, finite elsewhere
+    let (class, bug) = class_of("nan_to_inf", &["Neg", "Log"], "FuseLog", &[]);
+    assert_eq!(class, "nonfinite", "{bug}");
+}
+
+#[test]
+fn a_symptom_no_pass_explains_is_unattributed() {
+    // a plain fault ignores pass switches: disabling every fired pass leaves it in place
+    let (class, bug) = class_of("wrong", &["Sigmoid"], "", &[]);
+    assert_eq!(class, "unattributed", "{bug}");
+    assert!(bug["triage"]["culprits"].as_array().unwrap().is_empty());
+}
+
+/// ONNX Runtime's CPU provider computes a float16 MatMul in float32 through casts it inserts at every level;
+/// unoptimized, RemoveDuplicateCastTransformer then hands `Cast(to float)` the unrounded float32 product
+/// (ONNX says: the float16 value). With optimization on, EliminateIdentity changes the graph so that the Cast
+/// sees the rounded value: the optimized run is right, the unoptimized one is wrong.
+#[test]
+fn ort_float16_matmul_cast_identity_is_the_reference_side() {
+    let mut g = Graph::new("matmul_cast_identity");
+    let h = TensorType::new(DType::F16, &[4, 4]);
+    g.add_input("x", h.clone());
+    let w: Vec<f64> = (0..16).map(|i| ((i * 7 % 11) as f64 - 5.0) * 0.37).collect();
+    g.add_initializer("w", Tensor::from_f64s(DType::F16, &[4, 4], &w));
+    g.add_node(Node::new("mm", OpId::onnx("MatMul"), vec!["x".into(), "w".into()], vec!["m".into()])).unwrap();
+    let mut cast = Node::new("cast", OpId::onnx("Cast"), vec!["m".into()], vec!["c".into()]);
+    cast.attrs.insert("to".into(), oatest::graph::Attr::Int(1));
+    g.add_node(cast).unwrap();
+    g.add_node(Node::new("id", OpId::onnx("Identity"), vec!["c".into()], vec!["i".into()])).unwrap();
+    g.add_output("m", h);
+    g.add_output("i", TensorType::new(DType::F32, &[4, 4]));
+    let dir = tempfile::tempdir().unwrap();
+    let bug = reduce(dir.path(), &onnx::encode_model(&Model::new(g)), "ort", &[]);
+    assert_eq!(bug["symptom"], "inconsistency", "{bug}");
+    assert_eq!(bug["triage"]["class"], "reference", "{bug}");
+}
