@@ -113,6 +113,15 @@ fn findings_that_differ_only_in_context_are_one_bug_and_export_as_a_suite() {
     assert!(findings >= 3);
     assert_eq!(bug["findings"].as_array().unwrap().len(), findings, "every finding is counted under the bug");
     assert_eq!(bug["triage"]["nodes"], 2, "the representative is the smallest");
+    // every finding was triaged by the campaign itself; the later ones by a cheap check against the entry
+    let s = json(&out.join("stats.json"));
+    assert_eq!(s["findings_untriaged"], 0, "{s}");
+    assert_eq!(s["findings_triaged"], s["findings_raw"], "{s}");
+    let attached = std::fs::read_dir(out.join("findings"))
+        .unwrap()
+        .filter(|e| json(&e.as_ref().unwrap().path().join("triage.json"))["triage"]["method"] == "attached")
+        .count();
+    assert!(attached >= 1 && attached < findings, "{attached} of {findings} attached");
 
     // export: the bug plus passing tests, in the backend-test layout
     let exp = dir.path().join("suite");

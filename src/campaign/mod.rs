@@ -198,9 +198,10 @@ pub fn run(
     let tested = elapsed();
     stats.refresh(tested);
     if let Some(mut t) = triager.take() {
-        progress.note("finishing triage of the first finding of each signature");
+        progress.note("finishing triage: every finding is attached to an entry or triaged in full");
         let left = t.finish();
         triaged(&t, &mut stats, &mut progress);
+        stats.findings_untriaged = left as u64;
         if left > 0 {
             progress.note(&format!(
                 "{left} findings are not triaged yet: oatest triage {} does the rest",
@@ -224,6 +225,7 @@ fn triaged(t: &triager::Triager, stats: &mut Stats, progress: &mut progress::Pro
         match r {
             triager::Report::Filed(f) => {
                 stats.findings_triaged += 1;
+                stats.findings_attached += (f.triage.method == crate::triage::session::ATTACHED) as u64;
                 let class = f.triage.class;
                 *stats.triaged_by_class.entry(class.name().into()).or_default() += 1;
                 if f.new_bug {

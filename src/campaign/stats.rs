@@ -61,6 +61,12 @@ pub struct Stats {
     /// normalized message.
     #[serde(default)]
     pub bugs: u64,
+    /// Of the triaged findings, those attached to an existing entry by a cheap check (not triaged in full).
+    #[serde(default)]
+    pub findings_attached: u64,
+    /// Findings left untriaged when the campaign ended (0 unless it was interrupted; `oatest triage` does them).
+    #[serde(default)]
+    pub findings_untriaged: u64,
     /// Triaged findings by class (optimizer, reference, precision, nonfinite, undecided, unattributed).
     #[serde(default)]
     pub triaged_by_class: BTreeMap<String, u64>,

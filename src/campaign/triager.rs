@@ -1,6 +1,7 @@
 //! Triage during a campaign: one background thread with its own worker takes finding directories as they are
-//! filed and triages them (culprits, reduction, bugs/<signature>/). The first finding of each coarse signature
-//! goes first; at the end of the campaign those are finished and the rest are left for `oatest triage`.
+//! filed and triages them ([`crate::triage::session`]: the first of each coarse signature in full, the others
+//! attached to its entry by a cheap check). First findings go first; at the end of the campaign the thread
+//! finishes every finding (unless the campaign is interrupted: then `oatest triage` does the rest).
 
 use crate::compiler::worker::{Worker, WorkerSpec};
 use crate::oracle::Oracle;
@@ -17,7 +18,7 @@ use std::thread::JoinHandle;
 enum Msg {
     /// A finding directory; `first` when it is the first with its coarse signature.
     Finding(PathBuf, bool),
-    /// The campaign ended: finish the first-of-signature findings, then stop.
+    /// The campaign ended: finish every queued finding, then stop.
     Finish,
 }
 
@@ -46,8 +47,8 @@ impl Triager {
         let _ = self.tx.send(Msg::Finding(dir, first));
     }
 
-    /// Asks the thread to finish the first-of-signature findings and waits for it; returns how many findings
-    /// were left untriaged.
+    /// Asks the thread to finish every queued finding and waits for it; returns how many findings were left
+    /// untriaged (only when the campaign was interrupted).
     pub fn finish(&mut self) -> usize {
         let _ = self.tx.send(Msg::Finish);
         self.thread.take().map(|t| t.join().unwrap_or(0)).unwrap_or(0)
@@ -64,8 +65,7 @@ fn serve(
     stop: Arc<AtomicBool>,
 ) -> usize {
     let mut worker: Option<Worker> = None;
-    // the semantic reference's worker starts with the first inconsistency it is asked about
-    let mut semantic = crate::triage::classify::Semantic::new(spec.background);
+    let mut session = crate::triage::session::Session::new(&run, oracle, limits, true, spec.background);
     // (not first, arrival order, dir): firsts before duplicates, each in filing order
     let mut queue: BinaryHeap<Reverse<(bool, u64, PathBuf)>> = BinaryHeap::new();
     let (mut arrivals, mut finishing) = (0u64, false);
@@ -94,12 +94,10 @@ fn serve(
                 Msg::Finish => finishing = true,
             }
         }
-        let next = queue.peek().map(|Reverse((dup, _, _))| *dup);
+        let next = queue.peek().map(|_| ());
         match next {
             None if finishing => return 0,
             None => continue,
-            // at the end only first-of-signature findings are still worth the wait
-            Some(true) if finishing || stop.load(Ordering::Relaxed) => return queue.len(),
             _ if stop.load(Ordering::Relaxed) => return queue.len(),
             _ => {}
         }
@@ -114,7 +112,7 @@ fn serve(
             }
         }
         let w = worker.as_mut().expect("started");
-        let report = match crate::triage::triage_dir(&dir, &run, w, &mut semantic, oracle.clone(), limits) {
+        let report = match session.triage(&dir, w) {
             Ok(Some(f)) => Report::Filed(f),
             Ok(None) => continue,
             Err(e) => Report::Failed(dir, format!("{e:#}")),

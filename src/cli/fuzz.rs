@@ -192,10 +192,22 @@ fn print_summary(s: &campaign::Summary) {
     for (k, v) in &st.by_symptom {
         println!("    {k:<15} {v}");
     }
-    println!("  triaged           {} findings: {} distinct bugs", st.findings_triaged, st.bugs);
+    println!(
+        "  triaged           {} findings ({} attached to an entry by a cheap check, {} left untriaged): {} distinct optimizer bugs",
+        st.findings_triaged, st.findings_attached, st.findings_untriaged, st.bugs
+    );
+    for (class, n) in &st.entries_by_class {
+        let findings = st.triaged_by_class.get(class).copied().unwrap_or(0);
+        let folder = crate::triage::classify::Class::ALL
+            .iter()
+            .find(|c| c.name() == class)
+            .map_or(class.as_str(), |c| c.folder());
+        println!("    {class:<15} {n} entries in {folder}/ ({findings} findings)");
+    }
     println!("  results           {}", s.out.display());
     println!("    stats.json, throughput.svg, passes.svg, findings/<test>-<symptom>/ (model.onnx or recipe.json, input_*.pb, outcome.json, meta.json)");
     println!("    bugs/<signature>/ (report.md, repro.py, model.onnx minimized, original.onnx), examples/<pass>/");
+    println!("    reference/, precision/, nonfinite/, undecided/, unattributed/: findings that are not optimizer bugs");
     println!("    regression suite: oatest export {} --out DIR", s.out.display());
 }
 

@@ -75,7 +75,7 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
     a.opts = a.opts.with_campaign(&a.run);
     let mut workers: std::collections::BTreeMap<String, Worker> = Default::default();
     let oracle = Oracle { tolerance: a.opts.tolerance() };
-    let mut semantic = triage::classify::Semantic::new(false);
+    let mut session = triage::session::Session::new(&a.run, oracle.clone(), a.opts.limits(), !a.again, false);
     let (mut done, mut new) = (0, 0);
     for dir in &dirs {
         let target = crate::finding::load_meta(dir).map(|m| m.target).unwrap_or_default();
@@ -86,7 +86,7 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
             workers.insert(target.clone(), a.opts.worker(&target)?);
         }
         let w = workers.get_mut(&target).expect("inserted");
-        match triage::triage_dir(dir, &a.run, w, &mut semantic, oracle.clone(), a.opts.limits()) {
+        match session.triage(dir, w) {
             Ok(Some(f)) => {
                 done += 1;
                 new += f.new_bug as usize;

@@ -119,7 +119,14 @@ impl OrtTarget {
             .with_intra_threads(config.threads)?
             .with_inter_threads(1)?;
         if !config.disabled.is_empty() {
-            b = b.with_disabled_optimizers(config.disabled.join(";"))?;
+            // a pass is disabled under every name it runs as (TransposeOptimizer runs twice)
+            let mut names: Vec<String> = Vec::new();
+            for n in config.disabled.iter().flat_map(|d| super::rules::instances(d)) {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+            b = b.with_disabled_optimizers(names.join(";"))?;
         }
         if let Some(p) = &config.save_optimized {
             b = b.with_optimized_model_path(p)?;

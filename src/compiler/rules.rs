@@ -37,3 +37,31 @@ pub const RULE_CONTAINERS: &[(&str, &[&str])] = &[
 pub fn container_of(pass: &str) -> Option<&'static str> {
     RULE_CONTAINERS.iter().find(|(_, rules)| rules.contains(&pass)).map(|(c, _)| *c)
 }
+
+/// The suffix under which ORT runs a second instance of a transformer for an execution provider
+/// (`TransposeOptimizer` at level 1, `TransposeOptimizer_CPUExecutionProvider` after partitioning).
+pub const EP_INSTANCE_SUFFIX: &str = "_CPUExecutionProvider";
+
+/// One pass's name for all of its instances: `TransposeOptimizer_CPUExecutionProvider` is `TransposeOptimizer`.
+pub fn canonical(pass: &str) -> &str {
+    pass.strip_suffix(EP_INSTANCE_SUFFIX).filter(|base| !base.is_empty()).unwrap_or(pass)
+}
+
+/// Every name ORT may run `pass` under: disabling a pass disables all of its instances.
+pub fn instances(pass: &str) -> [String; 2] {
+    let base = canonical(pass);
+    [base.to_string(), format!("{base}{EP_INSTANCE_SUFFIX}")]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_and_its_provider_instance_are_one_pass() {
+        assert_eq!(canonical("TransposeOptimizer_CPUExecutionProvider"), "TransposeOptimizer");
+        assert_eq!(canonical("TransposeOptimizer"), "TransposeOptimizer");
+        assert_eq!(instances("TransposeOptimizer_CPUExecutionProvider"), instances("TransposeOptimizer"));
+        assert_eq!(canonical(EP_INSTANCE_SUFFIX), EP_INSTANCE_SUFFIX);
+    }
+}

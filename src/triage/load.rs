@@ -46,6 +46,19 @@ impl Finding {
     }
 }
 
+/// The candidate passes: those that fired in the finding's run and not in the reference's, each once under its
+/// canonical name (a pass that runs under several names is one candidate; disabling it disables them all).
+fn candidates(fired: &[String], reference: &[String]) -> Vec<String> {
+    use crate::compiler::rules::canonical;
+    let mut out: Vec<String> = Vec::new();
+    for p in fired.iter().map(|p| canonical(p)) {
+        if !reference.iter().any(|r| canonical(r) == p) && !out.iter().any(|o| o == p) {
+            out.push(p.to_string());
+        }
+    }
+    out
+}
+
 impl Finding {
     /// Loads a campaign finding directory (`crate::finding::load`). `Ok(None)` for findings without a pass set
     /// to debug (cross-target differences).
@@ -58,7 +71,7 @@ impl Finding {
         let fired_in = |name: &str| f.outcome(name).map(|r| r.passes_fired.clone()).unwrap_or_default();
         let reference_name = f.outcomes.first().map_or("disable", |r| r.config.as_str()).to_string();
         let always = fired_in(&reference_name);
-        let fired = fired_in(&verdict.config).into_iter().filter(|p| !always.contains(p)).collect();
+        let fired = candidates(&fired_in(&verdict.config), &always);
         let message = match f.meta.symptom {
             Symptom::Inconsistency => verdict.detail.clone(),
             _ => f.outcome(&verdict.config).map(|r| r.message.clone()).unwrap_or_default(),
@@ -93,7 +106,7 @@ impl Finding {
         let Some(v) = crate::finding::signature::primary(judgement) else { return Ok(None) };
         let reference = outcomes.first().context("no runs")?;
         let shown = outcomes.iter().find(|o| o.config.to_string() == v.config).context("verdict without its run")?;
-        let fired = shown.passes_fired.iter().filter(|p| !reference.passes_fired.contains(p)).cloned().collect();
+        let fired = candidates(&shown.passes_fired, &reference.passes_fired);
         let message = if v.symptom == Symptom::Inconsistency { v.detail.clone() } else { shown.status.message() };
         Ok(Some(Finding {
             target: target.to_string(),

@@ -9,6 +9,7 @@ mod load;
 pub mod reduce;
 pub mod report;
 mod reproduce;
+pub mod session;
 
 pub use load::Finding;
 pub use reproduce::Reproducer;
@@ -34,7 +35,8 @@ pub struct Triaged {
     #[serde(default)]
     pub class_note: String,
     pub culprits: Vec<String>,
-    /// `bisect`, `ddmin` or `unresolved`.
+    /// `bisect`, `ddmin` or `unresolved`; `attached` for a finding attached to an existing entry
+    /// ([`session`]).
     pub method: String,
     pub dd_runs: usize,
     pub dd_note: Option<String>,

@@ -51,6 +51,19 @@ pub fn file(bugs: &Path, f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64
     Ok((dir, true))
 }
 
+/// Adds a finding (its source) to the entry in `dir` (its bug.json), unless it is already listed.
+pub fn add_finding(dir: &Path, source: &str) -> anyhow::Result<()> {
+    let path = dir.join("bug.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut rec: BugRecord =
+        serde_json::from_str(&text).with_context(|| format!("{}: not a bug record", path.display()))?;
+    if !rec.findings.iter().any(|f| f == source) {
+        rec.findings.push(source.to_string());
+        write_atomic(&path, serde_json::to_string_pretty(&rec)?.as_bytes())?;
+    }
+    Ok(())
+}
+
 /// Writes a bug directory (every file atomically, bug.json last).
 pub fn write(
     dir: &Path,

@@ -156,8 +156,13 @@ impl<'w> Reproducer<'w> {
             return first;
         }
         // a pass that crashes or fails never reports that it modified the graph: search every pass that runs
-        let universe: Vec<String> =
-            self.passes_at_level().into_iter().filter(|p| !self.finding.config.disabled.contains(p)).collect();
+        let mut universe: Vec<String> = Vec::new();
+        for p in self.passes_at_level() {
+            let p = crate::compiler::rules::canonical(&p).to_string();
+            if !self.finding.config.disabled.contains(&p) && !universe.contains(&p) {
+                universe.push(p);
+            }
+        }
         if universe.is_empty() {
             return first;
         }
