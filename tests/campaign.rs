@@ -137,7 +137,11 @@ fn a_campaign_files_each_symptom_and_its_findings_replay() {
     for e in std::fs::read_dir(out.join("findings")).unwrap() {
         let d = e.unwrap().path();
         let t = json(&d.join("triage.json"));
-        assert_eq!(t["triage"]["method"], "unresolved", "{t}");
+        // the first of a signature is triaged in full, the others attached to its entry
+        assert!(t["triage"]["method"] == "unresolved" || t["triage"]["method"] == "attached", "{t}");
+        // no pass explains a plain fault (and the echoing target is wrong on both sides for onnx.reference)
+        assert!(t["triage"]["class"] == "unattributed" || t["triage"]["class"] == "undecided", "{t}");
+        assert!(!t["bug_dir"].as_str().unwrap().contains("/bugs/"), "not filed as an optimizer bug: {t}");
         assert!(t["triage"]["culprits"].as_array().unwrap().is_empty());
         assert!(Path::new(t["bug_dir"].as_str().unwrap()).join("report.md").exists());
     }
