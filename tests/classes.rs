@@ -102,3 +102,39 @@ fn ort_float16_matmul_cast_identity_is_the_reference_side() {
     assert_eq!(bug["symptom"], "inconsistency", "{bug}");
     assert_eq!(bug["triage"]["class"], "reference", "{bug}");
 }
+
+/// ONNX Runtime 1.31.1 (found by oatest, seed 1): `basic` fails with "Node input ... is not a graph input" after
+/// MatMulAddFusion + GemmTransposeFusion + EliminateIdentity; NoopElimination (x + 0 -> x) only makes the
+/// pattern appear: alone it yields a correct graph on which the others show the error. It is an enabler.
+#[test]
+fn a_pass_that_only_makes_the_pattern_appear_is_an_enabler_not_a_culprit() {
+    let f = |d: &[usize]| TensorType::new(DType::F32, d);
+    let mut g = Graph::new("matmul_add_noop");
+    g.add_input("v", f(&[1]));
+    g.add_input("a", f(&[1, 1]));
+    g.add_input("b", f(&[1, 1]));
+    g.add_initializer("axes", Tensor::from_i64(&[1], &[1]));
+    g.add_initializer("zero", Tensor::from_f32(&[1], &[0.0]));
+    let node = |name: &str, op: &str, ins: &[&str], out: &str| {
+        Node::new(name, OpId::onnx(op), ins.iter().map(|s| s.to_string()).collect(), vec![out.to_string()])
+    };
+    g.add_node(node("u", "Unsqueeze", &["v", "axes"], "bv")).unwrap();
+    g.add_node(node("t", "Transpose", &["a"], "at")).unwrap();
+    g.add_node(node("mm", "MatMul", &["at", "b"], "product")).unwrap();
+    g.add_node(node("add", "Add", &["product", "bv"], "sum")).unwrap();
+    g.add_node(node("add0", "Add", &["zero", "bv"], "plus0")).unwrap();
+    g.add_node(node("id", "Identity", &["plus0"], "y1")).unwrap();
+    g.add_output("y1", f(&[1, 1]));
+    g.add_output("sum", f(&[1, 1]));
+    let dir = tempfile::tempdir().unwrap();
+    let bug = reduce(dir.path(), &onnx::encode_model(&Model::new(g)), "ort", &[]);
+    assert_eq!(bug["symptom"], "error", "{bug}");
+    let t = &bug["triage"];
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect()
+    };
+    assert!(names(&t["culprits"]).contains(&"NoopElimination".to_string()), "{bug}");
+    assert_eq!(names(&t["enablers"]), ["NoopElimination"], "{bug}");
+    let report = std::fs::read_to_string(dir.path().join("bug/report.md")).unwrap();
+    assert!(report.contains("**Enabled by:** NoopElimination"), "{report}");
+}

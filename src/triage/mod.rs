@@ -4,6 +4,7 @@
 
 pub mod classify;
 pub mod dd;
+mod enablers;
 pub mod export;
 mod load;
 pub mod reduce;
@@ -35,6 +36,10 @@ pub struct Triaged {
     #[serde(default)]
     pub class_note: String,
     pub culprits: Vec<String>,
+    /// Culprits that only make the faulty pass's pattern appear (the graph each produces alone is correct and
+    /// shows the bug under the other culprits); the faulty passes are the other culprits.
+    #[serde(default)]
+    pub enablers: Vec<String>,
     /// `bisect`, `ddmin` or `unresolved`; `attached` for a finding attached to an existing entry
     /// ([`session`]).
     pub method: String,
@@ -145,17 +150,21 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     };
     let max_diff = verdict.as_ref().and_then(|v| v.max_diff);
     let (class, class_note) = class_of(r, &case, &c, confirmed, reference.as_ref(), shown.as_ref());
+    let enablers = if confirmed { r.split_enablers(&case, &culprits).enablers } else { Vec::new() };
     let detail = match (verdict, &shown) {
         (Some(v), _) => v.detail,
         (None, Some(b)) if b.status != Status::Ok => b.status.message(),
         _ => r.finding.message.clone(),
     };
-    let signature = signature(&r.finding, &c, &detail, class);
+    // the faulty passes identify the bug, not the enablers that let its pattern appear
+    let faulty = Culprits { passes: culprits.iter().filter(|p| !enablers.contains(p)).cloned().collect(), ..c.clone() };
+    let signature = signature(&r.finding, &faulty, &detail, class);
     let t = Triaged {
         signature,
         class,
         class_note,
         culprits,
+        enablers,
         method: c.method.to_string(),
         dd_runs,
         dd_note: c.note.clone(),

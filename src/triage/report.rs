@@ -190,7 +190,12 @@ fn ort_level(level: &str) -> &'static str {
 pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> String {
     let g = &m.case.model.graph;
     let ops: Vec<String> = g.nodes_in_order().unwrap_or_default().iter().map(|n| n.op.name.clone()).collect();
-    let culprits = if t.culprits.is_empty() { "unknown".to_string() } else { t.culprits.join(" + ") };
+    let faulty: Vec<&String> = t.culprits.iter().filter(|p| !t.enablers.contains(p)).collect();
+    let culprits = if faulty.is_empty() {
+        "unknown".to_string()
+    } else {
+        faulty.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(" + ")
+    };
     use super::classify::Class;
     let what = match (f.symptom, t.class) {
         (Symptom::Inconsistency, Class::Reference) => "computes wrong results without optimization, right ones",
@@ -223,6 +228,14 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
     }
     let _ = writeln!(s, "- **Symptom:** {}", f.symptom);
     let _ = writeln!(s, "- **Culprit passes:** {culprits} (found by {} in {} runs)", t.method, t.dd_runs);
+    if !t.enablers.is_empty() {
+        let _ = writeln!(
+            s,
+            "- **Enabled by:** {} (each alone yields a correct graph on which the culprits above show the bug: \
+             they only make its pattern appear)",
+            t.enablers.join(" + ")
+        );
+    }
     if let Some(note) = &t.dd_note {
         let _ = writeln!(s, "  - note: {note}");
     }

@@ -1,0 +1,91 @@
+//! The faulty pass among several culprits. A 1-minimal culprit set can hold passes that only make the faulty
+//! one's pattern appear (EliminateIdentity renaming an output, QDQS8ToU8Transformer converting int8 to uint8).
+//! Pass P is an *enabler* when the graph P alone produces (saved by the compiler) is still a correct program
+//! and shows the symptom with the other culprits alone: the bug then needs P's output, not P. What is left is
+//! the faulty pass. Needs a target that can save its optimized graph (ORT).
+
+use super::reduce::Case;
+use super::reproduce::Reproducer;
+use crate::compiler::{Outcome, Status};
+use super::dd::Probe;
+
+/// The culprits split into the faulty passes and their enablers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Split {
+    pub faulty: Vec<String>,
+    pub enablers: Vec<String>,
+    /// Runs spent.
+    pub runs: usize,
+}
+
+impl Reproducer<'_> {
+    /// Splits `culprits` of `case` into faulty passes and enablers. With fewer than two culprits, on a target
+    /// that cannot save its graph, or when no culprit is an enabler, all are faulty; at least one stays faulty.
+    pub fn split_enablers(&mut self, case: &Case, culprits: &[String]) -> Split {
+        let all = Split { faulty: culprits.to_vec(), enablers: Vec::new(), runs: 0 };
+        if culprits.len() < 2 || self.finding.target != "ort" || self.finding.raw.is_some() {
+            return all;
+        }
+        let before = self.runs;
+        let model = self.finding.bytes(case);
+        let reference = self.run(&model, &case.feeds, &self.finding.reference.clone());
+        if reference.status != Status::Ok {
+            return all;
+        }
+        let Ok(tmp) = tempfile::tempdir() else { return all };
+        // greedily: take the first culprit that is an enabler on the current graph, continue from the graph
+        // it produced with the rest (an enabler may only become one after another has run)
+        let (mut graph, mut rest, mut enablers, mut saves) = (model, culprits.to_vec(), Vec::new(), 0);
+        while rest.len() >= 2 {
+            let mut found = None;
+            for p in &rest {
+                saves += 1;
+                let path = tmp.path().join(format!("after-{saves}.onnx"));
+                let others: Vec<String> = rest.iter().filter(|q| *q != p).cloned().collect();
+                if let Some(after) = self.enabled_graph(&graph, &case.feeds, p, &others, &path, &reference) {
+                    found = Some((p.clone(), after));
+                    break;
+                }
+            }
+            let Some((p, after)) = found else { break };
+            rest.retain(|q| *q != p);
+            enablers.push(p);
+            graph = after;
+        }
+        let runs = self.runs - before;
+        if enablers.is_empty() {
+            return Split { runs, ..all };
+        }
+        Split { faulty: rest, enablers, runs }
+    }
+
+    /// The graph `p` alone makes of `graph` (saved to `path`) when `p` is an enabler there: that graph runs
+    /// unoptimized as the original does, and `others` alone show the symptom on it.
+    fn enabled_graph(
+        &mut self,
+        graph: &[u8],
+        feeds: &[crate::compiler::NamedTensor],
+        p: &str,
+        others: &[String],
+        path: &std::path::Path,
+        reference: &Outcome,
+    ) -> Option<Vec<u8>> {
+        let mut c = self.config_enabling(&[p.to_string()]);
+        c.save_optimized = Some(path.to_path_buf());
+        if self.run(graph, feeds, &c).status != Status::Ok {
+            return None;
+        }
+        let after = std::fs::read(path).ok()?;
+        let plain = self.run(&after, feeds, &self.finding.reference.clone());
+        if !self.equivalent(reference, &plain) {
+            return None;
+        }
+        let shown = self.run(&after, feeds, &self.config_enabling(others));
+        (self.classify(&shown, Some(&plain)) == Probe::Symptom).then_some(after)
+    }
+
+    /// Whether `other` (a run of a transformed graph) computes what `reference` (the original's) does.
+    fn equivalent(&self, reference: &Outcome, other: &Outcome) -> bool {
+        other.status == Status::Ok && self.oracle.inconsistency(reference, other).is_none()
+    }
+}
