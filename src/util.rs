@@ -1,5 +1,5 @@
-//! Small shared helpers: atomic writes of files and directories, file listing, hex, stable hashes, where the
-//! project's files are.
+//! Small shared helpers: atomic writes and replacements of files and directories, file listing, hex, stable
+//! hashes, where the project's files are.
 
 use anyhow::Context;
 use std::io::Write;
@@ -31,6 +31,46 @@ pub fn write_dir_atomic(dir: &Path, fill: impl FnOnce(&Path) -> anyhow::Result<(
     fill(tmp.path())?;
     std::fs::rename(tmp.keep(), dir)?;
     Ok(())
+}
+
+/// Replaces directory `dir` (or creates it) atomically: `fill` writes into a temporary directory beside it,
+/// which then takes its place in one step (Linux: an exchange of the two names), so a reader sees the old or the
+/// new directory, never a mix or nothing.
+pub fn replace_dir_atomic(dir: &Path, fill: impl FnOnce(&Path) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    let parent = dir.parent().context("a directory to replace has a parent")?;
+    std::fs::create_dir_all(parent).with_context(|| format!("cannot create directory {}", parent.display()))?;
+    let tmp = tempfile::Builder::new().prefix(".tmp-").tempdir_in(parent)?;
+    fill(tmp.path())?;
+    if !dir.exists() {
+        std::fs::rename(tmp.keep(), dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        return Ok(());
+    }
+    exchange(tmp.path(), dir).with_context(|| format!("cannot replace {}", dir.display()))?;
+    // `tmp` now holds the old directory and is removed when dropped
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other);
+    let (ca, cb) = (c(a)?, c(b)?);
+    // SAFETY: both are valid NUL-terminated paths; renameat2 only reads them
+    let r = unsafe { libc::renameat2(libc::AT_FDCWD, ca.as_ptr(), libc::AT_FDCWD, cb.as_ptr(), libc::RENAME_EXCHANGE) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Without an atomic exchange: the old directory is moved aside for an instant.
+#[cfg(not(target_os = "linux"))]
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    let aside = a.with_extension("old");
+    std::fs::rename(b, &aside)?;
+    std::fs::rename(a, b)?;
+    std::fs::rename(&aside, a)
 }
 
 /// `path` itself if it is a file, else every `*.onnx` below it (sorted).

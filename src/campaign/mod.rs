@@ -5,6 +5,7 @@
 mod checkpoint;
 mod examples;
 mod execute;
+pub mod merge;
 mod progress;
 mod settings;
 mod sources;
@@ -12,7 +13,7 @@ pub mod stats;
 mod triager;
 
 pub use checkpoint::{checkpoint_path, load_checkpoint};
-pub use settings::{Budget, Mode, Settings};
+pub use settings::{Budget, Mode, Settings, Shard};
 pub use sources::sources;
 
 use crate::compiler::worker::{Worker, WorkerSpec};
@@ -76,8 +77,10 @@ pub fn run(
     anyhow::ensure!(configs.iter().all(|c| c.len() >= 2), "a differential campaign needs at least two configurations");
     let target_name = infos.iter().map(|i| i.target.clone()).collect::<Vec<_>>().join(",");
     let target_version = infos.iter().map(|i| i.version.clone()).collect::<Vec<_>>().join(",");
+    // a shard makes every `count`-th id from its own first one (the whole campaign: every id)
+    let shard = settings.shard;
     let (mut next_id, mut stats) =
-        resume.unwrap_or_else(|| (0, Stats::new(&target_name, &target_version, settings.seed)));
+        resume.unwrap_or_else(|| (shard.first(), Stats::new(&target_name, &target_version, settings.seed)));
     let prior_elapsed = stats.elapsed_sec - stats.triage_finish_sec; // testing time so far
     let oracle = Oracle { tolerance: settings.tolerance };
 
@@ -152,7 +155,7 @@ pub fn run(
                     pending.insert(to_make, Done::skipped(to_make));
                 }
             }
-            to_make += 1;
+            to_make = shard.next(to_make);
         }
         if in_flight == 0 && pending.is_empty() && stopping {
             break;
@@ -172,7 +175,7 @@ pub fn run(
                 examples.offer(&d.test, &d.outcomes)?;
             }
             process(&settings, &target_name, &target_version, &mut stats, d, &mut progress, triager.as_ref())?;
-            next_id += 1;
+            next_id = shard.next(next_id);
         }
         if let Some(t) = &triager {
             triaged(t, &mut stats, &mut progress);

@@ -18,7 +18,9 @@ impl Progress {
     pub fn new(settings: &Settings, stats: &Stats) -> Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
             let (len, template) = match settings.budget {
-                Budget::Tests(n) => (n, "{elapsed_precise} [{bar:30}] {pos}/{len} tests (eta {eta}) {msg}"),
+                Budget::Tests(n) => {
+                    (settings.shard.tests_below(n), "{elapsed_precise} [{bar:30}] {pos}/{len} tests (eta {eta}) {msg}")
+                }
                 Budget::Seconds(s) => (s as u64, "{elapsed_precise} [{bar:30}] {pos}/{len} s {msg}"),
             };
             let b = ProgressBar::new(len);

@@ -1,4 +1,5 @@
-//! What defines a campaign: its settings (saved in the checkpoint, so `--resume` continues the same campaign).
+//! What defines a campaign: its settings (saved in the checkpoint, so `--resume` continues the same campaign),
+//! and the shard: which slice of its test ids one run makes.
 
 use crate::compiler::{Config, TargetSet};
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,9 @@ pub struct Settings {
     /// Triage findings while the campaign runs (one extra worker).
     #[serde(default = "yes")]
     pub triage: bool,
+    /// Which slice of the campaign's test ids this run makes (the whole campaign by default).
+    #[serde(default)]
+    pub shard: Shard,
 }
 
 fn yes() -> bool {
@@ -50,4 +54,122 @@ pub enum Mode {
     Synth,
     #[default]
     Random,
+}
+
+/// The `index`-th of `count` disjoint slices of a campaign: the test ids `id` with `id % count == index`. Every
+/// test is still made from (campaign seed, test id), so the shards of a campaign together run exactly the tests
+/// of the unsharded campaign, and each shard can be run (and resumed) alone. `--tests N` counts the whole
+/// campaign's ids: a shard runs the ids below `N` of its slice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub index: u64,
+    pub count: u64,
+}
+
+impl Default for Shard {
+    fn default() -> Shard {
+        Shard { index: 0, count: 1 }
+    }
+}
+
+impl Shard {
+    /// `K/N` with `0 <= K < N`.
+    pub fn parse(s: &str) -> anyhow::Result<Shard> {
+        let bad = || anyhow::anyhow!("--shard {s}: expected K/N with 0 <= K < N (e.g. 0/4)");
+        let (k, n) = s.split_once('/').ok_or_else(bad)?;
+        let (index, count): (u64, u64) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+        anyhow::ensure!(count >= 1 && index < count, bad());
+        Ok(Shard { index, count })
+    }
+
+    /// The shard's first test id.
+    pub fn first(&self) -> u64 {
+        self.index
+    }
+
+    /// The shard's test id after `id` (one of its own).
+    pub fn next(&self, id: u64) -> u64 {
+        id + self.count
+    }
+
+    pub fn contains(&self, id: u64) -> bool {
+        id % self.count == self.index
+    }
+
+    /// How many of the ids below `n` are this shard's.
+    pub fn tests_below(&self, n: u64) -> u64 {
+        if n <= self.index {
+            0
+        } else {
+            (n - self.index).div_ceil(self.count)
+        }
+    }
+
+    pub fn is_whole(&self) -> bool {
+        self.count == 1
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Shard;
+
+    /// The ids a shard makes below `n`, walked the way the campaign loop walks them.
+    fn ids(s: Shard, n: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut id = s.first();
+        while id < n {
+            out.push(id);
+            id = s.next(id);
+        }
+        out
+    }
+
+    #[test]
+    fn shards_are_disjoint_and_cover_the_campaign() {
+        for count in 1..=5u64 {
+            for n in [0u64, 1, 7, 10, 33] {
+                let mut all: Vec<u64> = Vec::new();
+                for index in 0..count {
+                    let s = Shard { index, count };
+                    let mine = ids(s, n);
+                    assert_eq!(mine.len() as u64, s.tests_below(n), "shard {s} below {n}");
+                    assert!(mine.iter().all(|&id| s.contains(id)));
+                    all.extend(mine);
+                }
+                all.sort_unstable();
+                // covering and disjoint: every id below n exactly once
+                assert_eq!(all, (0..n).collect::<Vec<_>>(), "{count} shards below {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn shard_flags_parse_and_bad_ones_are_refused() {
+        assert_eq!(Shard::parse("1/4").unwrap(), Shard { index: 1, count: 4 });
+        assert_eq!(Shard::parse("0/1").unwrap(), Shard::default());
+        for bad in ["4/4", "1/0", "1", "a/2", "-1/2", "1/2/3"] {
+            let e = Shard::parse(bad).unwrap_err().to_string();
+            assert!(e.contains(bad), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn settings_saved_before_shards_load_as_the_whole_campaign() {
+        let old = r#"{"target":"tract","seed":1,"budget":{"Tests":60},"jobs":1,"tolerance":0.001,"seeds_dir":null,
+            "out":"r","timeout_ms":10000,"mem_mb":8192,"max_nodes":10,"ort_lib":null,"configs":[],"mode":"random",
+            "patterns":null,"triage":true}"#;
+        let s: super::Settings = serde_json::from_str(old).unwrap();
+        assert!(s.shard.is_whole());
+        let mut s2 = s.clone();
+        s2.shard = Shard { index: 2, count: 3 };
+        let back: super::Settings = serde_json::from_str(&serde_json::to_string(&s2).unwrap()).unwrap();
+        assert_eq!(back.shard.to_string(), "2/3");
+    }
 }

@@ -62,6 +62,7 @@ fn campaign(a: BenchArgs) -> anyhow::Result<()> {
         mode: campaign::Mode::Random,
         patterns: None,
         triage: false, // the benchmark measures the campaign loop itself
+        shard: Default::default(),
     };
     let src = || SeedgenSource { seed: a.seed, cfg: SeedConfig::default() };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -60,6 +60,10 @@ pub struct FuzzArgs {
     /// Do not triage findings while the campaign runs (`oatest triage RUN_DIR` does it afterwards).
     #[arg(long)]
     pub no_triage: bool,
+    /// Run the K-th of N disjoint slices of the campaign (test ids = K mod N; `--tests` counts the whole
+    /// campaign); `oatest merge` joins the shards' run directories.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<String>,
 }
 
 impl FuzzArgs {
@@ -119,6 +123,7 @@ impl FuzzArgs {
             mode,
             patterns,
             triage: !self.no_triage,
+            shard: self.shard.as_deref().map(campaign::Shard::parse).transpose()?.unwrap_or_default(),
         })
     }
 }
@@ -146,6 +151,14 @@ pub fn run(a: FuzzArgs) -> anyhow::Result<()> {
             if let Some(b) = a.budget() {
                 s.budget = b;
             }
+            if let Some(k) = a.shard.as_deref().map(campaign::Shard::parse).transpose()? {
+                anyhow::ensure!(
+                    k == s.shard,
+                    "--shard {k}: {} is shard {} of its campaign (a resumed run keeps its shard)",
+                    dir.display(),
+                    s.shard
+                );
+            }
             s.out = dir.clone();
             (s, Some((next_id, stats)))
         }
@@ -156,10 +169,11 @@ pub fn run(a: FuzzArgs) -> anyhow::Result<()> {
         signal_hook::flag::register(sig, stop.clone())?;
     }
     eprintln!(
-        "oatest fuzz: target {}, mode {:?}, seed {}, {} jobs, budget {:?}, writing to {}",
+        "oatest fuzz: target {}, mode {:?}, seed {}{}, {} jobs, budget {:?}, writing to {}",
         settings.target,
         settings.mode,
         settings.seed,
+        if settings.shard.is_whole() { String::new() } else { format!(", shard {}", settings.shard) },
         settings.jobs,
         settings.budget,
         settings.out.display()

@@ -8,6 +8,7 @@ mod doctor;
 mod export;
 mod extract;
 mod fuzz;
+mod merge;
 mod ops;
 mod patterns;
 mod reduce;
@@ -46,6 +47,8 @@ pub enum Command {
     Triage(triage::TriageArgs),
     /// Minimize one model that shows a bug and write its bug directory (report.md, repro.py, model.onnx).
     Reduce(reduce::ReduceArgs),
+    /// Merge the run directories of a campaign's shards (`fuzz --shard K/N`) into one run directory.
+    Merge(merge::MergeArgs),
     /// Export a campaign's bugs and pass-covering passing tests as an ONNX backend-test regression suite.
     Export(export::ExportArgs),
     /// Splice one pattern into one seed graph (for debugging synthesis).
@@ -77,6 +80,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Triage(c) => triage::run(c),
         Command::Reduce(c) => reduce::run(c),
         Command::Export(c) => export::run(c),
+        Command::Merge(c) => merge::run(c),
         Command::Convert(c) => convert::run(c),
         Command::Run(c) => run::run(c),
         Command::Doctor(c) => doctor::run(c),

@@ -99,6 +99,9 @@ pub struct SynthSource {
     pub extra_seeds: Vec<crate::graph::Model>,
     /// (test id, model) of passing synthesized tests, oldest first; bounded.
     pool: Vec<(u64, crate::graph::Model)>,
+    /// The distance between the ids this source is asked for (a shard of N makes every N-th id): the pool lag
+    /// counts in steps of it, so that a shard's tests depend on (seed, id) and the shard alone.
+    pub stride: u64,
 }
 
 /// How many passing tests the seed pool keeps.
@@ -109,7 +112,7 @@ pub const POOL_LAG: u64 = 256;
 
 impl SynthSource {
     pub fn new(seed: u64, cfg: SeedConfig, patterns: Vec<crate::pattern::Pattern>) -> SynthSource {
-        SynthSource { seed, cfg, patterns, extra_seeds: Vec::new(), pool: Vec::new() }
+        SynthSource { seed, cfg, patterns, extra_seeds: Vec::new(), pool: Vec::new(), stride: 1 }
     }
 }
 
@@ -118,7 +121,7 @@ impl TestSource for SynthSource {
         use rand::Rng as _;
         anyhow::ensure!(!self.patterns.is_empty(), "no patterns to synthesize from");
         let mut rng = crate::seedgen::rng_for(self.seed ^ 0x5eed_5eed, id);
-        let eligible = self.pool.iter().filter(|(pid, _)| pid + POOL_LAG <= id).count();
+        let eligible = self.pool.iter().filter(|(pid, _)| pid + POOL_LAG * self.stride <= id).count();
         let mut last = String::new();
         for attempt in 0..6u64 {
             let p = &self.patterns[rng.random_range(0..self.patterns.len())];

@@ -1,0 +1,129 @@
+//! The merged stats.json: the shards' counts summed (rates recomputed, the shards taken as running side by side)
+//! beside each shard's own statistics.
+
+use crate::campaign::stats::{Stats, INVALID_EXAMPLES};
+use serde::{Deserialize, Serialize};
+
+/// stats.json of a merged run: the campaign's totals (the fields of any stats.json) and one entry per shard.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MergedStats {
+    #[serde(flatten)]
+    pub total: Stats,
+    pub shards: Vec<ShardStats>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ShardStats {
+    /// The shard's run directory.
+    pub dir: String,
+    /// `K/N`.
+    pub shard: String,
+    /// Every test of the shard below this id has been processed.
+    pub next_id: u64,
+    pub stats: Stats,
+}
+
+fn add<K: Ord + Clone>(to: &mut std::collections::BTreeMap<K, u64>, from: &std::collections::BTreeMap<K, u64>) {
+    for (k, v) in from {
+        *to.entry(k.clone()).or_default() += v;
+    }
+}
+
+/// The test id of an `invalid_examples` line (`test <id>: ...`).
+fn example_id(line: &str) -> u64 {
+    line.strip_prefix("test ").and_then(|r| r.split(':').next()).and_then(|n| n.parse().ok()).unwrap_or(u64::MAX)
+}
+
+/// Tests executed at each sample time, summed over the parts (each counts as its last sample so far).
+fn timeline(parts: &[&Stats]) -> Vec<(f64, u64)> {
+    let mut times: Vec<f64> = parts.iter().flat_map(|p| p.timeline.iter().map(|s| s.0)).collect();
+    times.sort_by(f64::total_cmp);
+    times.dedup();
+    let at = |p: &Stats, t: f64| p.timeline.iter().take_while(|s| s.0 <= t).last().map(|s| s.1).unwrap_or(0);
+    let mut out: Vec<(f64, u64)> = times.iter().map(|&t| (t, parts.iter().map(|p| at(p, t)).sum())).collect();
+    while out.len() > 2000 {
+        out = out.iter().step_by(2).copied().collect();
+    }
+    out
+}
+
+/// The campaign's statistics from its shards'. `bugs` is left for the caller (distinct bugs are counted in the
+/// merged bug folder, not summed).
+pub fn sum(parts: &[&Stats]) -> Stats {
+    let first = parts.first().copied().cloned().unwrap_or_default();
+    let mut t = Stats::new(&first.target, &first.target_version, first.seed);
+    let (mut testing_sec, mut rate) = (0.0, 0.0);
+    for p in parts {
+        // every field named: a field added to Stats must be given its merge rule here
+        let Stats {
+            target: _,
+            target_version: _,
+            seed: _,
+            tests_generated,
+            tests_valid,
+            tests_executed,
+            validity_rate: _,
+            tests_per_sec,
+            gen_time_share: _,
+            passes_fired,
+            trigger_rate: _,
+            findings_raw,
+            findings_unique: _,
+            by_symptom,
+            elapsed_sec,
+            triage_finish_sec,
+            gen_time_sec,
+            gen_failures,
+            invalid_reasons,
+            invalid_examples,
+            nondeterministic,
+            flaky,
+            tests_with_target_pass,
+            target_pass_fired,
+            trigger_by_pass,
+            signatures,
+            findings_triaged,
+            bugs: _,
+            timeline: _,
+        } = p;
+        t.tests_generated += tests_generated;
+        t.tests_valid += tests_valid;
+        t.tests_executed += tests_executed;
+        rate += tests_per_sec;
+        add(&mut t.passes_fired, passes_fired);
+        t.findings_raw += findings_raw;
+        add(&mut t.by_symptom, by_symptom);
+        // wall time: the longest shard's
+        if *elapsed_sec > t.elapsed_sec {
+            t.elapsed_sec = *elapsed_sec;
+            t.triage_finish_sec = *triage_finish_sec;
+        }
+        testing_sec += elapsed_sec - triage_finish_sec;
+        t.gen_time_sec += gen_time_sec;
+        t.gen_failures += gen_failures;
+        add(&mut t.invalid_reasons, invalid_reasons);
+        t.invalid_examples.extend(invalid_examples.iter().cloned());
+        t.nondeterministic += nondeterministic;
+        t.flaky += flaky;
+        t.tests_with_target_pass += tests_with_target_pass;
+        t.target_pass_fired += target_pass_fired;
+        for (k, v) in trigger_by_pass {
+            let e = t.trigger_by_pass.entry(k.clone()).or_default();
+            e[0] += v[0];
+            e[1] += v[1];
+        }
+        add(&mut t.signatures, signatures);
+        t.findings_triaged += findings_triaged;
+    }
+    // the first invalid tests of the campaign, as the unsharded run keeps them
+    t.invalid_examples.sort_by_key(|l| example_id(l));
+    t.invalid_examples.truncate(INVALID_EXAMPLES);
+    t.findings_unique = t.signatures.len() as u64;
+    t.validity_rate = if t.tests_executed > 0 { t.tests_valid as f64 / t.tests_executed as f64 } else { 0.0 };
+    t.tests_per_sec = rate;
+    t.gen_time_share = if testing_sec > 0.0 { (t.gen_time_sec / testing_sec).min(1.0) } else { 0.0 };
+    t.trigger_rate =
+        (t.tests_with_target_pass > 0).then(|| t.target_pass_fired as f64 / t.tests_with_target_pass as f64);
+    t.timeline = timeline(parts);
+    t
+}
