@@ -397,3 +397,61 @@ fn a_crash_that_does_not_come_back_is_kept_as_flaky_not_filed() {
     assert_eq!(meta["unconfirmed"][0]["verdict"]["symptom"], "crash", "{meta}");
     assert_eq!(meta["unconfirmed"][0]["why"], "flaky", "{meta}");
 }
+
+/// Test ids in a run's findings/ (names `<id>-<symptom>`).
+fn finding_ids(run: &Path) -> Vec<u64> {
+    let mut ids: Vec<u64> = std::fs::read_dir(run.join("findings"))
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.split('-').next()?.parse().ok()).collect())
+        .unwrap_or_default();
+    ids.sort_unstable();
+    ids
+}
+
+#[test]
+fn shards_run_disjoint_slices_resume_as_shards_and_merge_into_the_unsharded_campaign() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let campaign = ["fuzz", "--target", "tract", "--mode", "random", "--seed", "1", "--jobs", "1", "--no-triage"];
+    let run = |extra: &[&str]| {
+        let o = oatest(&[&campaign[..], extra].concat());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    run(&["--tests", "100", "--out", &p("whole")]);
+    run(&["--tests", "100", "--shard", "0/2", "--out", &p("s0")]);
+    run(&["--tests", "60", "--shard", "1/2", "--out", &p("s1")]);
+    let cp = json(&dir.path().join("s1/checkpoint.json"));
+    assert_eq!(cp["settings"]["shard"], serde_json::json!({"index": 1, "count": 2}));
+    assert_eq!(cp["stats"]["tests_executed"], 30, "--tests counts the whole campaign: the odd ids below 60");
+    // a resumed shard stays the same shard, and goes on with its own ids
+    let o = oatest(&["fuzz", "--resume", &p("s1"), "--shard", "0/2"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is shard 1/2"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = oatest(&["fuzz", "--resume", &p("s1"), "--tests", "100"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(json(&dir.path().join("s1/stats.json"))["tests_executed"], 50);
+    let (whole, s0, s1) = (
+        finding_ids(&dir.path().join("whole")),
+        finding_ids(&dir.path().join("s0")),
+        finding_ids(&dir.path().join("s1")),
+    );
+    assert!(!whole.is_empty(), "seed 1 finds something in 100 tract tests");
+    assert!(s0.iter().all(|i| i % 2 == 0) && s1.iter().all(|i| i % 2 == 1), "{s0:?} {s1:?}");
+    let o = oatest(&["merge", &p("s0"), &p("s1"), "--out", &p("merged")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(finding_ids(&dir.path().join("merged")), whole, "the shards found what the whole campaign found");
+    let (m, w) = (json(&dir.path().join("merged/stats.json")), json(&dir.path().join("whole/stats.json")));
+    for k in ["tests_executed", "tests_valid", "findings_raw", "signatures", "passes_fired", "invalid_reasons"] {
+        assert_eq!(m[k], w[k], "{k}");
+    }
+    assert_eq!(m["shards"].as_array().unwrap().len(), 2);
+    // a run of another campaign is refused, naming it
+    let o = oatest(
+        &["fuzz", "--target", "tract", "--mode", "random", "--seed", "2", "--tests", "10", "--shard", "1/2"]
+            .into_iter()
+            .chain(["--jobs", "1", "--no-triage", "--out", &p("other")])
+            .collect::<Vec<_>>(),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = oatest(&["merge", &p("s0"), &p("other"), "--out", &p("m2")]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("other") && e.contains("seed"), "{e}");
+}
