@@ -35,7 +35,7 @@ def _cannot(why: str):
 
 
 def _install():
-    if all(shutil.which(d) or os.path.exists(f"/usr/sbin/{d}") for d in DAEMONS):
+    if all(os.path.exists(_bin(d)) for d in DAEMONS):
         return
     if os.geteuid() != 0:
         _cannot("Slurm is not installed")
@@ -44,6 +44,11 @@ def _install():
         p = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if p.returncode != 0:
             _cannot(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+
+
+def _bin(name: str) -> str:
+    """A daemon's path: root's PATH may lack /usr/sbin."""
+    return shutil.which(name) or f"/usr/sbin/{name}"
 
 
 def _free_port() -> int:
@@ -77,12 +82,12 @@ class Cluster:
         key.write_bytes(os.urandom(1024))
         key.chmod(0o600)
         sock = r / "munge.sock"
-        self._spawn(["munged", "--foreground", "--force", f"--key-file={key}", f"--socket={sock}",
+        self._spawn([_bin("munged"), "--foreground", "--force", f"--key-file={key}", f"--socket={sock}",
                      f"--pid-file={r / 'munged.pid'}", f"--log-file={r / 'munged.log'}",
                      f"--seed-file={r / 'munged.seed'}"], "munged")
         self._wait(lambda: sock.exists(), "munged's socket")
         # the node as slurmd sees it (CPUs, sockets, cores, memory), so that it is not drained for a mismatch
-        p = subprocess.run(["slurmd", "-C"], capture_output=True, text=True)
+        p = subprocess.run([_bin("slurmd"), "-C"], capture_output=True, text=True)
         node = p.stdout.splitlines()[0] if p.returncode == 0 and p.stdout else ""
         if not node.startswith("NodeName="):
             _cannot(f"slurmd -C failed: {p.stderr}")
@@ -119,8 +124,8 @@ class Cluster:
             f"{node} NodeAddr=127.0.0.1 State=UNKNOWN",
             f"PartitionName=oatest Nodes={host} Default=YES MaxTime=INFINITE State=UP",
         ]) + "\n")
-        self._spawn(["slurmctld", "-D", "-c", "-f", str(self.conf)], "slurmctld")
-        self._spawn(["slurmd", "-D", "-f", str(self.conf)], "slurmd")
+        self._spawn([_bin("slurmctld"), "-D", "-c", "-f", str(self.conf)], "slurmctld")
+        self._spawn([_bin("slurmd"), "-D", "-f", str(self.conf)], "slurmd")
         self._wait(lambda: self.run(["sinfo", "-h", "-o", "%t"], check=False).stdout.strip() in ("idle", "mix"),
                    "the node to be idle")
 

@@ -81,7 +81,8 @@ impl Progress {
     }
 }
 
-/// throughput.svg and passes.svg in the run directory; a plot that cannot be drawn is reported, not fatal.
+/// throughput.svg and passes.svg in the run directory (each written atomically); a plot that cannot be drawn is
+/// reported, not fatal.
 pub fn plots(out: &Path, stats: &Stats) {
     if let Err(e) = throughput(&out.join("throughput.svg"), stats) {
         eprintln!("warning: cannot draw throughput.svg: {e}");
@@ -100,17 +101,21 @@ fn throughput(path: &Path, stats: &Stats) -> Result<(), Box<dyn std::error::Erro
         .collect();
     let xmax = pts.last().map_or(1.0, |p| p.0).max(1.0);
     let ymax = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
-    let root = SVGBackend::new(path, (800, 400)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(format!("{} {}: throughput", stats.target, stats.target_version), ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(35)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
-    chart.configure_mesh().x_desc("elapsed (s)").y_desc("tests/s").draw()?;
-    chart.draw_series(LineSeries::new(pts, &BLUE))?;
-    root.present()?;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (800, 400)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("{} {}: throughput", stats.target, stats.target_version), ("sans-serif", 20))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
+        chart.configure_mesh().x_desc("elapsed (s)").y_desc("tests/s").draw()?;
+        chart.draw_series(LineSeries::new(pts, &BLUE))?;
+        root.present()?;
+    }
+    crate::util::write_atomic(path, svg.as_bytes())?;
     Ok(())
 }
 
@@ -120,32 +125,36 @@ fn passes(path: &Path, stats: &Stats) -> Result<(), Box<dyn std::error::Error>> 
     v.truncate(30);
     let n = v.len().max(1);
     let ymax = v.first().map_or(1, |p| *p.1) as f64 * 1.1 + 1.0;
-    let root = SVGBackend::new(path, (900, 160 + 22 * n as u32)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(format!("{}: tests in which each pass fired (top {n})", stats.target), ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(35)
-        .y_label_area_size(260)
-        .build_cartesian_2d(0f64..ymax, 0f64..n as f64)?;
-    let names: Vec<String> = v.iter().map(|p| p.0.clone()).collect();
-    chart
-        .configure_mesh()
-        .y_labels(n)
-        .y_label_formatter(&|y| {
-            let i = y.floor() as usize;
-            if (*y - y.floor()).abs() < 1e-9 {
-                names.get(n - 1 - i.min(n - 1)).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
-        .x_desc("tests")
-        .draw()?;
-    chart.draw_series(v.iter().enumerate().map(|(i, (_, &c))| {
-        let y = (n - 1 - i) as f64;
-        Rectangle::new([(0.0, y + 0.1), (c as f64, y + 0.9)], BLUE.mix(0.6).filled())
-    }))?;
-    root.present()?;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 160 + 22 * n as u32)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("{}: tests in which each pass fired (top {n})", stats.target), ("sans-serif", 20))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(260)
+            .build_cartesian_2d(0f64..ymax, 0f64..n as f64)?;
+        let names: Vec<String> = v.iter().map(|p| p.0.clone()).collect();
+        chart
+            .configure_mesh()
+            .y_labels(n)
+            .y_label_formatter(&|y| {
+                let i = y.floor() as usize;
+                if (*y - y.floor()).abs() < 1e-9 {
+                    names.get(n - 1 - i.min(n - 1)).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .x_desc("tests")
+            .draw()?;
+        chart.draw_series(v.iter().enumerate().map(|(i, (_, &c))| {
+            let y = (n - 1 - i) as f64;
+            Rectangle::new([(0.0, y + 0.1), (c as f64, y + 0.9)], BLUE.mix(0.6).filled())
+        }))?;
+        root.present()?;
+    }
+    crate::util::write_atomic(path, svg.as_bytes())?;
     Ok(())
 }
