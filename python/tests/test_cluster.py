@@ -183,8 +183,8 @@ def cluster():
 
 
 def _bugs(run: pathlib.Path) -> dict[str, dict]:
-    d = run / "bugs"
-    return {p.name: json.loads((p / "bug.json").read_text()) for p in sorted(d.iterdir())} if d.exists() else {}
+    """Every triaged entry of a run by `<folder>/<signature>`: bugs/ and the other result classes beside it."""
+    return {f"{p.parent.parent.name}/{p.parent.name}": json.loads(p.read_text()) for p in run.glob("*/*/bug.json")}
 
 
 def test_slurm_array_job_and_dependent_merge_find_the_bugs_of_the_unsharded_campaign(cluster, oatest, oatest_bin):
@@ -215,7 +215,7 @@ def test_slurm_array_job_and_dependent_merge_find_the_bugs_of_the_unsharded_camp
     assert names(merged, "examples") == names(whole, "examples")
     bugs, want = _bugs(merged), _bugs(whole)
     assert len(want) >= 2, f"the campaign finds bugs of several signatures: {sorted(want)}"
-    assert sorted(bugs) == sorted(want), "the merged bug signatures are the unsharded campaign's"
+    assert sorted(bugs) == sorted(want), "the merged signatures (in every result folder) are the unsharded campaign's"
     for sig, rec in bugs.items():
         base = lambda fs: sorted(pathlib.Path(f).name for f in fs)  # noqa: E731
         assert base(rec["findings"]) == base(want[sig]["findings"]), sig
@@ -223,7 +223,8 @@ def test_slurm_array_job_and_dependent_merge_find_the_bugs_of_the_unsharded_camp
         sizes = [_bugs(s)[sig]["triage"]["nodes"] for s in shards if sig in _bugs(s)]
         assert rec["triage"]["nodes"] == min(sizes), sig
     stats, whole_stats = (json.loads((r / "stats.json").read_text()) for r in (merged, whole))
-    for k in ("tests_executed", "tests_valid", "findings_raw", "findings_unique", "by_symptom", "passes_fired"):
+    for k in ("tests_executed", "tests_valid", "findings_raw", "findings_unique", "by_symptom", "passes_fired",
+              "entries_by_class"):
         assert stats[k] == whole_stats[k], k
     assert [s["shard"] for s in stats["shards"]] == ["0/2", "1/2"]
     # merging again adds nothing

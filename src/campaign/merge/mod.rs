@@ -11,6 +11,7 @@ pub use stats::{MergedStats, ShardStats};
 
 use super::settings::{Settings, Shard};
 use super::stats::Stats;
+use crate::triage::classify::Class;
 use crate::util::{replace_dir_atomic, write_atomic, write_dir_atomic};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -110,6 +111,11 @@ pub fn merge(runs: &[PathBuf], out: &Path) -> anyhow::Result<Report> {
     let parts: Vec<&Stats> = inputs.iter().map(|i| &i.stats).collect();
     let mut total = stats::sum(&parts);
     total.bugs = report.bugs.get("bugs").copied().unwrap_or(0) as u64;
+    for (folder, n) in &report.bugs {
+        // entries by class name (`optimizer` is bugs/); a folder of no known class under its own name
+        let class = Class::ALL.iter().find(|c| c.folder() == folder).map_or(folder.as_str(), |c| c.name());
+        total.entries_by_class.insert(class.to_string(), *n as u64);
+    }
     let merged = MergedStats {
         total,
         shards: inputs

@@ -47,8 +47,8 @@ fn timeline(parts: &[&Stats]) -> Vec<(f64, u64)> {
     out
 }
 
-/// The campaign's statistics from its shards'. `bugs` is left for the caller (distinct bugs are counted in the
-/// merged bug folder, not summed).
+/// The campaign's statistics from its shards'. `bugs` and `entries_by_class` are left for the caller (distinct
+/// bugs are counted in the merged bug folders, not summed).
 pub fn sum(parts: &[&Stats]) -> Stats {
     let first = parts.first().copied().cloned().unwrap_or_default();
     let mut t = Stats::new(&first.target, &first.target_version, first.seed);
@@ -84,6 +84,8 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             signatures,
             findings_triaged,
             bugs: _,
+            triaged_by_class,
+            entries_by_class: _,
             timeline: _,
         } = p;
         t.tests_generated += tests_generated;
@@ -114,6 +116,7 @@ pub fn sum(parts: &[&Stats]) -> Stats {
         }
         add(&mut t.signatures, signatures);
         t.findings_triaged += findings_triaged;
+        add(&mut t.triaged_by_class, triaged_by_class);
     }
     // the first invalid tests of the campaign, as the unsharded run keeps them
     t.invalid_examples.sort_by_key(|l| example_id(l));

@@ -96,7 +96,9 @@ fn one_bug_per_signature_the_smallest_kept_with_every_finding() {
     assert!(model.contains("b/findings/00000001-crash"), "the smaller shard's model: {model}");
     assert_eq!(json_at(&out.join("bugs/s3/bug.json"))["triage"]["nodes"], 5);
     assert_eq!(json_at(&out.join("reference/r1/bug.json"))["triage"]["nodes"], 2);
-    assert_eq!(json_at(&out.join("stats.json"))["bugs"], 3);
+    let stats = json_at(&out.join("stats.json"));
+    assert_eq!(stats["bugs"], 3);
+    assert_eq!(stats["entries_by_class"], json!({"optimizer": 3, "reference": 1}), "distinct, not summed");
     // every shard's findings are there, under their own (test id) names
     assert_eq!(subdirs(&out.join("findings")).unwrap().len(), 6);
 }
@@ -112,6 +114,7 @@ fn counts_are_summed_and_each_shard_kept() {
         s.record_finding(crate::oracle::Symptom::Crash, "c1");
         s.passes_fired.insert("p".into(), 3);
         s.invalid_examples = vec!["test 4: x".into(), "test 8: y".into()];
+        s.triaged_by_class.insert("reference".into(), 1);
         s.timeline = vec![(1.0, 5), (2.0, 10)];
     });
     let b = run(t.path(), "b", "tract", 1, "1/2", |s| {
@@ -123,6 +126,7 @@ fn counts_are_summed_and_each_shard_kept() {
         s.record_finding(crate::oracle::Symptom::Error, "e1");
         s.passes_fired.insert("p".into(), 1);
         s.invalid_examples = vec!["test 1: z".into()];
+        s.triaged_by_class.insert("reference".into(), 2);
         s.timeline = vec![(1.5, 3), (3.0, 6)];
     });
     let out = t.path().join("m");
@@ -131,7 +135,7 @@ fn counts_are_summed_and_each_shard_kept() {
     let s = &m.total;
     assert_eq!((s.tests_executed, s.tests_valid, s.findings_raw, s.findings_unique), (16, 14, 3, 2));
     assert_eq!((s.by_symptom["crash"], s.by_symptom["error"], s.passes_fired["p"]), (2, 1, 4));
-    assert_eq!(s.signatures["c1"], 2);
+    assert_eq!((s.signatures["c1"], s.triaged_by_class["reference"]), (2, 3));
     assert_eq!((s.tests_per_sec, s.elapsed_sec), (7.0, 3.0), "shards run side by side");
     assert_eq!(s.invalid_examples, ["test 1: z", "test 4: x", "test 8: y"]);
     assert_eq!(s.timeline, [(1.0, 5), (1.5, 8), (2.0, 13), (3.0, 16)]);
