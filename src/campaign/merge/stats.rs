@@ -84,6 +84,8 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             signatures,
             findings_triaged,
             bugs: _,
+            findings_attached,
+            findings_untriaged,
             triaged_by_class,
             entries_by_class: _,
             timeline: _,
@@ -116,6 +118,8 @@ pub fn sum(parts: &[&Stats]) -> Stats {
         }
         add(&mut t.signatures, signatures);
         t.findings_triaged += findings_triaged;
+        t.findings_attached += findings_attached;
+        t.findings_untriaged += findings_untriaged;
         add(&mut t.triaged_by_class, triaged_by_class);
     }
     // the first invalid tests of the campaign, as the unsharded run keeps them
