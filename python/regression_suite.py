@@ -3,7 +3,9 @@ test_data_set_0/{input_K,output_K}.pb in the ONNX backend-test layout, the outpu
 reference. Run with pytest; OATEST_LEVEL=disable|basic|extended|layout|all picks the ONNX Runtime optimization
 level (default: disable). Optimized levels run each case in a child process, so a crash fails one test.
 
-cases.json says what each case is: a bug (symptom and culprit passes) or a passing test that fires a pass.
+cases.json says what each case is: a bug (symptom and culprit passes) or a passing test that fires a pass, which
+outputs come from quantized ops, and the tolerance: outputs are judged by oatest's rule (embedded below from
+python/oatest_compare.py: per-dtype atol/rtol, ULPs for 16-bit floats, quantization steps).
 """
 import glob
 import json
@@ -11,7 +13,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
@@ -28,6 +29,8 @@ LEVELS = {
 with open(os.path.join(HERE, "cases.json")) as f:
     MANIFEST = json.load(f)
 CASES = sorted(MANIFEST["cases"])
+
+# __OATEST_COMPARE__
 
 
 def tensors(case, prefix):
@@ -55,14 +58,12 @@ def run_case(case, level):
 def check(case, got):
     expected = tensors(case, "output")
     assert len(got) == len(expected), f"{case}: {len(got)} outputs, expected {len(expected)}"
-    tol = MANIFEST.get("tolerance", 1e-3)
-    for (name, e), a in zip(expected, got):
-        assert e.shape == a.shape, f"{case}/{name}: shape {a.shape}, expected {e.shape}"
-        if e.dtype.kind in "fc":
-            np.testing.assert_allclose(a.astype(np.float64), e.astype(np.float64), rtol=0, atol=tol, equal_nan=True,
-                                       err_msg=f"{case}/{name}")
-        else:
-            np.testing.assert_array_equal(a, e, err_msg=f"{case}/{name}")
+    info = MANIFEST["cases"][case]
+    quantized = {k for k, (name, _) in enumerate(expected) if name in info.get("quantized", [])}
+    steps = info.get("dequantized", {})
+    dequantized = {k: steps[name] for k, (name, _) in enumerate(expected) if name in steps}
+    m = measure([e for _, e in expected], got, MANIFEST["tolerance"], quantized, dequantized)
+    assert not inconsistent(m), f"{case}: {describe(m)}"
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -7,7 +7,9 @@ input_K.pb (beside this file) once unoptimized (the reference) and once under th
 bug, each in a child process so that a crash or hang is observed rather than suffered.
 
 Exit status: 1 while the bug reproduces (same symptom), 0 when it does not (fixed), 3 when something else
-went wrong (a different symptom), 2 when this script cannot run.
+went wrong (a different symptom), 2 when this script cannot run. Outputs are compared by oatest's rule
+(CASE["tolerance"]: per-dtype atol/rtol, ULPs for 16-bit floats, quantization steps for the outputs listed in
+CASE["quantized"]), embedded below from python/oatest_compare.py.
 """
 import json
 import os
@@ -101,32 +103,13 @@ def run_child(level, disabled):
             return "ok", [z[f"arr_{i}"] for i in range(len(z.files))]
 
 
-def max_diff(expected, actual):
-    """Chebyshev distance, NaN/Inf-aware: NaN matches NaN, an infinity matches the same infinity."""
-    import numpy as np
+# __OATEST_COMPARE__
 
-    worst = 0.0
-    if len(expected) != len(actual):
-        return float("inf")
-    for e, a in zip(expected, actual):
-        if e.shape != a.shape or e.dtype != a.dtype:
-            return float("inf")
-        if e.dtype.kind in "fc":
-            e64, a64 = e.astype(np.float64), a.astype(np.float64)
-            both_nan = np.isnan(e64) & np.isnan(a64)
-            same_inf = np.isinf(e64) & (e64 == a64)
-            bad_kind = (np.isnan(e64) != np.isnan(a64)) | (np.isinf(e64) & ~same_inf) | (np.isinf(a64) & ~same_inf)
-            if np.any(bad_kind & ~both_nan):
-                return float("inf")
-            ok = ~(both_nan | same_inf)
-            if np.any(ok):
-                worst = max(worst, float(np.max(np.abs(e64[ok] - a64[ok]))))
-        elif e.dtype.kind in "iub":
-            if e.size:
-                worst = max(worst, float(np.max(np.abs(e.astype(np.float64) - a.astype(np.float64)))))
-        elif not np.array_equal(e, a):
-            return float("inf")
-    return worst
+
+def compare(expected, actual):
+    """oatest's measurement of `actual` against the reference `expected` (None: structurally different)."""
+    dequantized = {int(k): step for k, step in CASE.get("dequantized", {}).items()}
+    return measure(expected, actual, CASE["tolerance"], set(CASE.get("quantized", [])), dequantized)
 
 
 def show(kind, value):
@@ -164,14 +147,14 @@ def main():
     print(f"optimized ({CASE['level']}, disabled: {';'.join(CASE['disabled']) or '-'}):", show(kind, got))
     symptom = kind
     if kind == "ok":
-        d = max_diff(ref, got)
-        print(f"max |diff| = {d:g} (tolerance {CASE['tolerance']:g})")
-        symptom = "inconsistency" if d > CASE["tolerance"] else "clean"
+        m = compare(ref, got)
+        print(f"{describe(m)} (tolerance {CASE['tolerance']})")
+        symptom = "inconsistency" if inconsistent(m) else "clean"
     if CASE["culprits"]:
         wk, wg = run_child(CASE["level"], CASE["disabled"] + CASE["culprits"])
         extra = ""
         if wk == "ok":
-            extra = f", max |diff| = {max_diff(ref, wg):g}"
+            extra = f", {describe(compare(ref, wg))}"
         print(f"with the culprits ({';'.join(CASE['culprits'])}) also disabled:", show(wk, wg) + extra)
     if symptom == CASE["symptom"]:
         print(f"REPRODUCED: {symptom}")

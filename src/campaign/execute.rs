@@ -4,7 +4,7 @@
 use crate::compiler::worker::Worker;
 use crate::compiler::{Config, Outcome, Status};
 use crate::finding::Unconfirmed;
-use crate::oracle::{Judgement, Oracle, Rerun, Symptom, Verdict};
+use crate::oracle::{Hints, Judgement, Oracle, Rerun, Symptom, Verdict};
 use crate::synth::source::Test;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
@@ -47,6 +47,16 @@ impl Done {
     }
 }
 
+/// What the oracle should know about a test's model: its graph's quantized values (for a Relax recipe, its seed
+/// graph's); none when the model cannot be read.
+pub(super) fn hints(test: &Test) -> Hints {
+    let model = match crate::synth::recipe::Recipe::parse(&test.model) {
+        Some(recipe) => recipe.seed(),
+        None => crate::graph::onnx::decode_model(&test.model).ok(),
+    };
+    model.map(|m| Hints::of(&m.graph)).unwrap_or_default()
+}
+
 /// A worker thread: for each target, run every configuration, judge, and re-run inconsistencies to rule out
 /// nondeterminism; with two targets, also compare their references.
 pub(super) fn execute(
@@ -69,9 +79,10 @@ pub(super) fn execute(
             unconfirmed: Vec::new(),
             reruns: Vec::new(),
         };
+        let hints = hints(&all.test);
         let mut references: Vec<Outcome> = Vec::new();
         for (k, w) in lane.iter_mut().enumerate() {
-            let (outcomes, mut j, dropped, reruns) = run_and_judge(w, &all.test, &configs[k], &oracle);
+            let (outcomes, mut j, dropped, reruns) = run_and_judge(w, &all.test, &configs[k], &oracle, &hints);
             if multi {
                 for v in &mut j.verdicts {
                     v.config = format!("{}:{}", w.info.target, v.config);
@@ -93,7 +104,7 @@ pub(super) fn execute(
         }
         // across targets: both references ran, so they must agree; re-run both before believing a difference
         if references.len() == 2 {
-            if let Some(mut v) = oracle.inconsistency(&references[0], &references[1]) {
+            if let Some(mut v) = oracle.inconsistency_with(&references[0], &references[1], &hints) {
                 let again: Vec<Outcome> = lane
                     .iter_mut()
                     .zip(&configs)
@@ -101,7 +112,7 @@ pub(super) fn execute(
                     .collect();
                 let repeated = (0..2).all(|i| crate::oracle::same_outputs(&references[i], &again[i]));
                 v.config = format!("{}~{}", lane[0].info.target, lane[1].info.target);
-                match oracle.after_rerun(repeated, &again[0], Some(&again[1])) {
+                match oracle.after_rerun(repeated, &again[0], Some(&again[1]), &hints) {
                     Rerun::Stands => all.judgement.verdicts.push(v),
                     why => {
                         fell(&mut all, v, why);
@@ -124,6 +135,7 @@ fn run_and_judge(
     test: &Test,
     configs: &[Config],
     oracle: &Oracle,
+    hints: &Hints,
 ) -> (Vec<Outcome>, Judgement, Vec<(Verdict, Rerun)>, Vec<Outcome>) {
     // a rewrite rule is not logged on its own: for a test built for one, ask the optimized configurations
     // to attribute just that rule (one extra session when its container fired)
@@ -141,7 +153,7 @@ fn run_and_judge(
         })
         .collect();
     let outcomes = w.run_configs(&test.model, &test.inputs, &configs);
-    let mut judgement = oracle.judge(&outcomes);
+    let mut judgement = oracle.judge_with(&outcomes, hints);
     let (mut dropped, mut reruns) = (Vec::new(), Vec::new());
     // crashes and hangs are re-confirmed: the majority of three runs must show the same kind of failure
     let same_kind = |v: &Verdict, o: &Outcome| match v.symptom {
@@ -185,7 +197,7 @@ fn run_and_judge(
                 return true;
             }
             let again = rerun[1..].iter().find(|o| o.config.to_string() == v.config);
-            match oracle.after_rerun(repeated, &rerun[0], again) {
+            match oracle.after_rerun(repeated, &rerun[0], again, hints) {
                 Rerun::Stands => true,
                 why => {
                     dropped.push((v.clone(), why));

@@ -2,6 +2,7 @@
 //! and the shard: which slice of its test ids one run makes.
 
 use crate::compiler::{Config, TargetSet};
+use crate::oracle::Tolerance;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -20,7 +21,9 @@ pub struct Settings {
     pub seed: u64,
     pub budget: Budget,
     pub jobs: usize,
-    pub tolerance: f64,
+    /// The oracle's tolerance (older checkpoints hold a bare number: their atol).
+    #[serde(default)]
+    pub tolerance: Tolerance,
     pub seeds_dir: Option<PathBuf>,
     pub out: PathBuf,
     pub timeout_ms: u64,

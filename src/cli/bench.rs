@@ -51,7 +51,7 @@ fn campaign(a: BenchArgs) -> anyhow::Result<()> {
         seed: a.seed,
         budget: Budget::Tests(n),
         jobs,
-        tolerance: 1e-3,
+        tolerance: crate::oracle::Tolerance::default(),
         seeds_dir: None,
         out: dir.path().join("run"),
         timeout_ms: 10_000,

@@ -11,12 +11,15 @@ pub struct ExportArgs {
     /// Where to write the regression suite.
     #[arg(long)]
     pub out: PathBuf,
-    #[arg(long, default_value_t = 1e-3)]
-    pub tolerance: f64,
+    /// The tolerance the suite checks outputs with (each flag not given: the campaign's, else the default).
+    #[command(flatten)]
+    pub tolerance: super::tolerance::ToleranceArgs,
 }
 
 pub fn run(a: ExportArgs) -> anyhow::Result<()> {
-    let e = triage::export::export(&a.run, &a.out, a.tolerance)?;
+    let campaign = crate::campaign::load_checkpoint(&a.run).ok().map(|(s, _, _)| s.tolerance);
+    let tolerance = a.tolerance.over(campaign.unwrap_or_default())?;
+    let e = triage::export::export(&a.run, &a.out, tolerance)?;
     for s in &e.skipped {
         eprintln!("skipped: {s}");
     }

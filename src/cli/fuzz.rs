@@ -36,9 +36,8 @@ pub struct FuzzArgs {
     /// Run directory (default: results/<target>-<timestamp>).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Chebyshev distance above which outputs are inconsistent.
-    #[arg(long, default_value_t = 1e-3)]
-    pub tolerance: f64,
+    #[command(flatten)]
+    pub tolerance: super::tolerance::ToleranceArgs,
     /// Continue the campaign in this run directory from its checkpoint.
     #[arg(long)]
     pub resume: Option<PathBuf>,
@@ -77,10 +76,7 @@ impl FuzzArgs {
     }
 
     fn settings(&self) -> anyhow::Result<Settings> {
-        anyhow::ensure!(
-            self.tolerance >= 0.0 && self.tolerance.is_finite(),
-            "--tolerance must be a finite number >= 0"
-        );
+        let tolerance = self.tolerance.tolerance()?;
         anyhow::ensure!(self.max_nodes >= 1, "--max-nodes must be at least 1");
         let budget = self.budget().unwrap_or(Budget::Seconds(3600.0));
         if let Budget::Seconds(s) = budget {
@@ -112,7 +108,7 @@ impl FuzzArgs {
             seed: self.seed,
             budget,
             jobs,
-            tolerance: self.tolerance,
+            tolerance,
             seeds_dir: self.seeds.clone(),
             out,
             timeout_ms: self.timeout_ms,

@@ -15,6 +15,7 @@ mod reduce;
 mod run;
 mod seeds;
 mod synth;
+mod tolerance;
 mod triage;
 mod worker;
 

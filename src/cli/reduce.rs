@@ -4,7 +4,7 @@
 use super::triage::TriageOpts;
 use crate::compiler::{inputs, Config};
 use crate::graph::onnx;
-use crate::oracle::Oracle;
+use crate::oracle::{Hints, Oracle};
 use crate::triage::reduce::Case;
 use crate::triage::{self, Finding, Reproducer};
 use anyhow::Context;
@@ -51,9 +51,9 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
     };
     anyhow::ensure!(configs.len() >= 2, "--config: give a reference and at least one configuration to compare");
     let bytes = raw.clone().unwrap_or_else(|| onnx::encode_model(&model));
-    let oracle = Oracle { tolerance: a.opts.tolerance() };
+    let oracle = Oracle { tolerance: a.opts.tolerance()? };
     let outcomes = w.run_configs(&bytes, &feeds, &configs);
-    let judgement = oracle.judge(&outcomes);
+    let judgement = oracle.judge_with(&outcomes, &Hints::of(&model.graph));
     let (target, version) = (w.info.target.clone(), w.info.version.clone());
     let source = a.model.display().to_string();
     let Some(mut finding) =

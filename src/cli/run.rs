@@ -2,6 +2,7 @@
 
 use crate::compiler::worker::{Pool, WorkerSpec};
 use crate::compiler::{inputs, Config, Outcome, TargetKind};
+use crate::oracle::Hints;
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
@@ -43,9 +44,9 @@ pub struct RunArgs {
     /// Also judge the outcomes with the campaign's oracle and print the verdicts (first config = reference).
     #[arg(long)]
     pub judge: bool,
-    /// Chebyshev tolerance for --judge.
-    #[arg(long, default_value_t = 1e-3)]
-    pub tolerance: f64,
+    /// The tolerance of --judge.
+    #[command(flatten)]
+    pub tolerance: super::tolerance::ToleranceArgs,
     /// Worker processes (default: number of cores).
     #[arg(long)]
     pub jobs: Option<usize>,
@@ -80,7 +81,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if !a.json {
         println!("target {} {}", info.target, info.version);
     }
-    let results = pool.map(files, |w, path| -> (PathBuf, anyhow::Result<Vec<Outcome>>) {
+    let results = pool.map(files, |w, path| -> (PathBuf, anyhow::Result<(Vec<Outcome>, Hints)>) {
         let r = (|| {
             let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
             // a Relax synthesis recipe (TVM findings) carries its seed graph, whose inputs it takes
@@ -93,18 +94,18 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
                     Vec::new()
                 }),
             };
-            Ok(w.run_configs(&bytes, &feeds, &configs))
+            Ok((w.run_configs(&bytes, &feeds, &configs), Hints::of(&model.graph)))
         })();
         (path, r)
     });
     let mut failed = 0;
-    let oracle = crate::oracle::Oracle { tolerance: a.tolerance };
+    let oracle = crate::oracle::Oracle { tolerance: a.tolerance.tolerance()? };
     for (path, r) in results {
         match r {
-            Ok(outcomes) => {
+            Ok((outcomes, hints)) => {
                 print_outcomes(&path, &outcomes, a.json)?;
                 if a.judge {
-                    print_judgement(&path, &oracle.judge(&outcomes), a.json)?;
+                    print_judgement(&path, &oracle.judge_with(&outcomes, &hints), a.json)?;
                 }
             }
             Err(e) => {

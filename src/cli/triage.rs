@@ -3,7 +3,8 @@
 
 use crate::compiler::worker::{Worker, WorkerSpec};
 use crate::compiler::TargetKind;
-use crate::oracle::Oracle;
+use super::tolerance::ToleranceArgs;
+use crate::oracle::{Oracle, Tolerance};
 use crate::triage;
 use crate::triage::reduce::Limits;
 use clap::Args;
@@ -19,9 +20,12 @@ pub struct TriageOpts {
     /// Per-run time limit in milliseconds (default: the campaign's, else 10000).
     #[arg(long)]
     pub timeout_ms: Option<u64>,
-    /// Chebyshev tolerance of the inconsistency oracle (default: the campaign's, else 1e-3).
-    #[arg(long)]
-    pub tolerance: Option<f64>,
+    /// The inconsistency oracle's tolerance (each flag not given: the campaign's, else the default).
+    #[command(flatten)]
+    pub tolerance: ToleranceArgs,
+    /// The campaign's own tolerance, read from its checkpoint.
+    #[arg(skip)]
+    pub campaign_tolerance: Option<Tolerance>,
     /// At most this many reduction candidates are checked per finding.
     #[arg(long, default_value_t = 2000)]
     pub max_checks: usize,
@@ -36,15 +40,15 @@ impl TriageOpts {
     pub(super) fn with_campaign(mut self, run: &std::path::Path) -> TriageOpts {
         let campaign = crate::campaign::load_checkpoint(run).ok().map(|(s, _, _)| s);
         if let Some(s) = &campaign {
-            self.tolerance = self.tolerance.or(Some(s.tolerance));
+            self.campaign_tolerance = Some(s.tolerance);
             self.timeout_ms = self.timeout_ms.or(Some(s.timeout_ms));
             self.ort_lib = self.ort_lib.clone().or(s.ort_lib.clone());
         }
         self
     }
 
-    pub(super) fn tolerance(&self) -> f64 {
-        self.tolerance.unwrap_or(1e-3)
+    pub(super) fn tolerance(&self) -> anyhow::Result<Tolerance> {
+        self.tolerance.over(self.campaign_tolerance.unwrap_or_default())
     }
 
     pub(super) fn limits(&self) -> Limits {
@@ -74,7 +78,7 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
     let dirs = crate::finding::finding_dirs(&a.run, !a.again)?;
     a.opts = a.opts.with_campaign(&a.run);
     let mut workers: std::collections::BTreeMap<String, Worker> = Default::default();
-    let oracle = Oracle { tolerance: a.opts.tolerance() };
+    let oracle = Oracle { tolerance: a.opts.tolerance()? };
     let mut session = triage::session::Session::new(&a.run, oracle.clone(), a.opts.limits(), !a.again, false);
     let (mut done, mut new) = (0, 0);
     for dir in &dirs {

@@ -3,11 +3,15 @@
 
 mod compare;
 mod filters;
+mod hints;
 mod rerun;
+mod tolerance;
 
-pub use compare::{distance, Distance, Structural};
+pub use compare::{distance, distance_with, Distance, Structural};
 pub use filters::{unsupported_reason, UNSUPPORTED};
+pub use hints::{is_quantizing, quantized_outputs, Hints};
 pub use rerun::{same_outputs, Rerun};
+pub use tolerance::{ulp_distance16, Tolerance, DEFAULTS, DEFAULT_STEPS, DEFAULT_ULPS};
 
 use crate::compiler::{Outcome, Status};
 use serde::{Deserialize, Serialize};
@@ -54,8 +58,28 @@ pub struct Verdict {
     pub config: String,
     /// What happened: the error message, the signal, or where the outputs differ.
     pub detail: String,
-    /// Chebyshev distance for inconsistencies (infinite for a structural or NaN/Inf-kind mismatch).
+    /// Chebyshev distance (the largest absolute difference) for inconsistencies (infinite for a structural or
+    /// NaN/Inf-kind mismatch).
     pub max_diff: Option<f64>,
+    /// The rest of an inconsistency's measurement (absent for structural mismatches and older findings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measure: Option<Measure>,
+}
+
+/// How an inconsistency measured, besides its largest absolute difference.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Measure {
+    /// The largest relative difference `|a-b|/|ref|` (over elements with a nonzero finite reference).
+    pub max_rel: f64,
+    /// The largest ULP distance over float16/bfloat16 outputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ulps: Option<u64>,
+    /// The largest difference in quantization steps over quantized integer outputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u64>,
+    /// Elements beyond the tolerance, of `elements` compared.
+    pub exceeding: usize,
+    pub elements: usize,
 }
 
 /// What the oracle concluded about one test.
@@ -71,11 +95,17 @@ pub struct Judgement {
 /// The differential oracle. `outcomes[0]` is the reference (unoptimized) run.
 #[derive(Clone, Debug)]
 pub struct Oracle {
-    pub tolerance: f64,
+    pub tolerance: Tolerance,
 }
 
 impl Oracle {
+    /// The judgement without hints about the model (integer outputs compare exactly).
     pub fn judge(&self, outcomes: &[Outcome]) -> Judgement {
+        self.judge_with(outcomes, &Hints::default())
+    }
+
+    /// The judgement of one test's outcomes, with `hints` from its model ([`Hints::of`]).
+    pub fn judge_with(&self, outcomes: &[Outcome], hints: &Hints) -> Judgement {
         let mut verdicts = Vec::new();
         // bug judges first: a dying or hanging compiler is a finding in any configuration
         for o in outcomes {
@@ -86,12 +116,14 @@ impl Oracle {
                     config,
                     detail: o.status.message(),
                     max_diff: None,
+                    measure: None,
                 }),
                 Status::Timeout { .. } => verdicts.push(Verdict {
                     symptom: Symptom::Hang,
                     config,
                     detail: o.status.message(),
                     max_diff: None,
+                    measure: None,
                 }),
                 _ => {}
             }
@@ -113,9 +145,10 @@ impl Oracle {
                     config: o.config.to_string(),
                     detail: message.clone(),
                     max_diff: None,
+                    measure: None,
                 }),
                 Status::Ok => {
-                    if let Some(v) = self.inconsistency(reference, o) {
+                    if let Some(v) = self.inconsistency_with(reference, o, hints) {
                         verdicts.push(v);
                     }
                 }
@@ -125,21 +158,43 @@ impl Oracle {
         Judgement { valid: true, invalid_reason: None, verdicts }
     }
 
-    /// An inconsistency verdict when `other`'s outputs differ from `reference`'s beyond the tolerance.
+    /// An inconsistency verdict when `other`'s outputs differ from `reference`'s beyond the tolerance, without
+    /// hints about the model (integer outputs compare exactly).
     pub fn inconsistency(&self, reference: &Outcome, other: &Outcome) -> Option<Verdict> {
+        self.inconsistency_with(reference, other, &Hints::default())
+    }
+
+    /// An inconsistency verdict when `other`'s outputs differ from `reference`'s beyond the tolerance, with
+    /// `hints` from the model ([`Hints::of`]).
+    pub fn inconsistency_with(&self, reference: &Outcome, other: &Outcome, hints: &Hints) -> Option<Verdict> {
         let config = other.config.to_string();
-        match distance(&reference.outputs, &other.outputs, self.tolerance) {
-            Err(s) => {
-                Some(Verdict { symptom: Symptom::Inconsistency, config, detail: s.0, max_diff: Some(f64::INFINITY) })
-            }
+        match distance_with(&reference.outputs, &other.outputs, self.tolerance, hints) {
+            Err(s) => Some(Verdict {
+                symptom: Symptom::Inconsistency,
+                config,
+                detail: s.0,
+                max_diff: Some(f64::INFINITY),
+                measure: None,
+            }),
             Ok(d) if d.exceeds => Some(Verdict {
                 symptom: Symptom::Inconsistency,
                 config,
                 detail: format!(
-                    "output '{}'[{}]: expected {}, got {} (max |diff| {:e})",
-                    d.output, d.index, d.expected, d.actual, d.max
+                    "output '{}'[{}]: expected {}, got {} ({})",
+                    d.output,
+                    d.index,
+                    d.expected,
+                    d.actual,
+                    d.summary()
                 ),
                 max_diff: Some(d.max),
+                measure: Some(Measure {
+                    max_rel: d.max_rel,
+                    ulps: d.max_ulps,
+                    steps: d.max_steps,
+                    exceeding: d.exceeding,
+                    elements: d.elements,
+                }),
             }),
             Ok(_) => None,
         }

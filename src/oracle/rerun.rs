@@ -2,7 +2,7 @@
 //! inconsistency survives running the reference and the configuration again (else it is nondeterministic or
 //! flaky). Used by the campaign, triage and the pattern checks.
 
-use super::Oracle;
+use super::{Hints, Oracle, Tolerance};
 use crate::compiler::Outcome;
 
 /// What running again says about an inconsistency.
@@ -18,7 +18,7 @@ pub enum Rerun {
 
 /// Whether two runs gave bit-identical outputs (same names, types, shapes and values).
 pub fn same_outputs(a: &Outcome, b: &Outcome) -> bool {
-    super::distance(&a.outputs, &b.outputs, 0.0).is_ok_and(|d| d.max == 0.0)
+    super::distance(&a.outputs, &b.outputs, Tolerance::EXACT).is_ok_and(|d| d.max == 0.0)
 }
 
 impl Oracle {
@@ -28,13 +28,20 @@ impl Oracle {
     }
 
     /// The judgement on an inconsistency after a re-run: `reference_repeated` says whether the reference(s)
-    /// repeated; `reference` and `other` are the new runs compared again (`other` absent: it did not run).
-    pub fn after_rerun(&self, reference_repeated: bool, reference: &Outcome, other: Option<&Outcome>) -> Rerun {
+    /// repeated; `reference` and `other` are the new runs compared again (`other` absent: it did not run), with
+    /// `hints` from the model.
+    pub fn after_rerun(
+        &self,
+        reference_repeated: bool,
+        reference: &Outcome,
+        other: Option<&Outcome>,
+        hints: &Hints,
+    ) -> Rerun {
         if !reference_repeated {
             return Rerun::Nondeterministic;
         }
         match other {
-            Some(o) if self.inconsistency(reference, o).is_some() => Rerun::Stands,
+            Some(o) if self.inconsistency_with(reference, o, hints).is_some() => Rerun::Stands,
             _ => Rerun::Flaky,
         }
     }

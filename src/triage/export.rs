@@ -1,7 +1,9 @@
 //! Regression seeds: a campaign's bugs and its pass-covering passing tests (`examples/`) as cases in the ONNX
 //! backend-test layout (`<case>/model.onnx`, `<case>/test_data_set_0/{input,output}_K.pb`, outputs from the
-//! unoptimized reference), with cases.json and a pytest file that runs them all.
+//! unoptimized reference), with cases.json (which also holds the oracle's tolerance) and a pytest file that runs
+//! them all, judging outputs by the oracle's rule (python/oatest_compare.py, embedded).
 
+use crate::oracle::Tolerance;
 use crate::util::write_atomic;
 use anyhow::Context;
 use serde::Serialize;
@@ -17,6 +19,37 @@ pub struct CaseInfo {
     pub passes: Vec<String>,
     pub symptom: Option<String>,
     pub source: String,
+    /// Outputs of quantized ops (judged in quantization steps).
+    pub quantized: Vec<String>,
+    /// Dequantized outputs and the size of their quantization step.
+    pub dequantized: BTreeMap<String, f64>,
+}
+
+/// A Python script with the oracle's comparison (python/oatest_compare.py) in place of its
+/// `# __OATEST_COMPARE__` line.
+pub fn with_compare(script: &str) -> String {
+    script.replacen("# __OATEST_COMPARE__\n", include_str!("../../python/oatest_compare.py"), 1)
+}
+
+/// A graph's outputs as the oracle's hints see them: `(index, name)` of the quantized ones, and `(index, name,
+/// step)` of the dequantized ones.
+pub type OutputHints = (Vec<(usize, String)>, Vec<(usize, String, f64)>);
+
+/// The [`OutputHints`] of `g`.
+pub fn output_hints(g: &crate::graph::Graph) -> OutputHints {
+    let h = crate::oracle::Hints::of(g);
+    let outputs = g.outputs.iter().cloned().enumerate();
+    let quantized = outputs.clone().filter(|(_, o)| h.quantized.contains(o)).collect();
+    let dequantized = outputs.filter_map(|(i, o)| h.dequantized.get(&o).map(|s| (i, o.clone(), *s))).collect();
+    (quantized, dequantized)
+}
+
+/// The quantized and dequantized outputs of a case's model file, for cases.json (none when it cannot be read).
+fn case_hints(model: &Path) -> (Vec<String>, BTreeMap<String, f64>) {
+    let m = std::fs::read(model).ok().and_then(|b| crate::graph::onnx::decode_model(&b).ok());
+    let Some(m) = m else { return Default::default() };
+    let (q, d) = output_hints(&m.graph);
+    (q.into_iter().map(|(_, o)| o).collect(), d.into_iter().map(|(_, o, s)| (o, s)).collect())
 }
 
 /// What an export wrote.
@@ -60,7 +93,7 @@ fn dirs(p: &Path) -> Vec<PathBuf> {
 }
 
 /// Exports `run`'s bugs and examples into `out`.
-pub fn export(run: &Path, out: &Path, tolerance: f64) -> anyhow::Result<Exported> {
+pub fn export(run: &Path, out: &Path, tolerance: Tolerance) -> anyhow::Result<Exported> {
     anyhow::ensure!(run.is_dir(), "{}: not a run directory", run.display());
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let mut cases = BTreeMap::new();
@@ -79,6 +112,7 @@ pub fn export(run: &Path, out: &Path, tolerance: f64) -> anyhow::Result<Exported
             skipped.push(format!("{}: no reference outputs (the reference did not run)", bug.display()));
             continue;
         }
+        let (quantized, dequantized) = case_hints(&bug.join("model.onnx"));
         cases.insert(
             name,
             CaseInfo {
@@ -86,6 +120,8 @@ pub fn export(run: &Path, out: &Path, tolerance: f64) -> anyhow::Result<Exported
                 passes: rec.triage.culprits.clone(),
                 symptom: Some(rec.symptom.to_string()),
                 source: rec.representative.clone(),
+                quantized,
+                dequantized,
             },
         );
     }
@@ -107,6 +143,7 @@ pub fn export(run: &Path, out: &Path, tolerance: f64) -> anyhow::Result<Exported
             .as_array()
             .map(|a| a.iter().filter_map(|p| p.as_str().map(str::to_string)).collect())
             .unwrap_or_default();
+        let (quantized, dequantized) = case_hints(&ex.join("model.onnx"));
         cases.insert(
             name,
             CaseInfo {
@@ -114,11 +151,15 @@ pub fn export(run: &Path, out: &Path, tolerance: f64) -> anyhow::Result<Exported
                 passes,
                 symptom: None,
                 source: info["source"].as_str().unwrap_or_default().to_string(),
+                quantized,
+                dequantized,
             },
         );
     }
-    let manifest = serde_json::json!({ "tolerance": tolerance, "source": run.display().to_string(), "cases": cases });
+    let manifest =
+        serde_json::json!({ "tolerance": tolerance.table(), "source": run.display().to_string(), "cases": cases });
     write_atomic(&out.join("cases.json"), serde_json::to_string_pretty(&manifest)?.as_bytes())?;
-    write_atomic(&out.join("test_oatest_regression.py"), include_str!("../../python/regression_suite.py").as_bytes())?;
+    let suite = with_compare(include_str!("../../python/regression_suite.py"));
+    write_atomic(&out.join("test_oatest_regression.py"), suite.as_bytes())?;
     Ok(Exported { cases, skipped })
 }

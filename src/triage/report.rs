@@ -7,7 +7,7 @@
 use super::{Finding, Minimized, Triaged};
 use crate::compiler::{inputs, Outcome, Status};
 use crate::graph::{Attr, Model};
-use crate::oracle::Symptom;
+use crate::oracle::{Hints, Symptom, Tolerance};
 use crate::util::write_atomic;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -28,7 +28,13 @@ pub struct BugRecord {
 }
 
 /// Files a triaged finding under `bugs/<signature>/`; returns the directory and whether the bug is new.
-pub fn file(bugs: &Path, f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> anyhow::Result<(PathBuf, bool)> {
+pub fn file(
+    bugs: &Path,
+    f: &Finding,
+    t: &Triaged,
+    m: &Minimized,
+    tolerance: Tolerance,
+) -> anyhow::Result<(PathBuf, bool)> {
     let dir = bugs.join(&t.signature);
     let path = dir.join("bug.json");
     if path.exists() {
@@ -70,7 +76,7 @@ pub fn write(
     f: &Finding,
     t: &Triaged,
     m: &Minimized,
-    tolerance: f64,
+    tolerance: Tolerance,
     findings: Vec<String>,
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -187,7 +193,7 @@ fn ort_level(level: &str) -> &'static str {
 }
 
 /// report.md.
-pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> String {
+pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -> String {
     let g = &m.case.model.graph;
     let ops: Vec<String> = g.nodes_in_order().unwrap_or_default().iter().map(|n| n.op.name.clone()).collect();
     let faulty: Vec<&String> = t.culprits.iter().filter(|p| !t.enablers.contains(p)).collect();
@@ -256,7 +262,15 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
         }
     }
     if let Some(d) = t.max_diff {
-        let _ = writeln!(s, "- **Max difference:** {d:e} (tolerance {tolerance:e}, Chebyshev, NaN/Inf-aware)");
+        let measured = match (&m.reference, &m.shown) {
+            (Some(r), Some(o)) if o.status == Status::Ok => {
+                let hints = Hints::of(&m.case.model.graph);
+                crate::oracle::distance_with(&r.outputs, &o.outputs, tolerance, &hints).ok().map(|x| x.summary())
+            }
+            _ => None,
+        };
+        let how = measured.unwrap_or_else(|| format!("max |diff| {d:e}"));
+        let _ = writeln!(s, "- **Max difference:** {how} (tolerance: {})", tolerance.describe());
     }
     let _ = writeln!(
         s,
@@ -313,7 +327,11 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
     match &m.without {
         Some(w) => {
             let state = match (&w.status, &m.reference) {
-                (Status::Ok, Some(r)) => match (crate::oracle::Oracle { tolerance }).inconsistency(r, w) {
+                (Status::Ok, Some(r)) => match (crate::oracle::Oracle { tolerance }).inconsistency_with(
+                    r,
+                    w,
+                    &Hints::of(&m.case.model.graph),
+                ) {
                     None => "runs and matches the reference".to_string(),
                     Some(v) => format!("still differs: {}", v.detail),
                 },
@@ -350,8 +368,12 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> Stri
 }
 
 /// repro.py: the template in python/ with this bug's parameters (for TVM after oatest's Relax runner).
-pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> anyhow::Result<String> {
+pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -> anyhow::Result<String> {
     const TEMPLATE: &str = include_str!("../../python/repro.py");
+    let (quantized, dequantized) = super::export::output_hints(&m.case.model.graph);
+    let quantized: Vec<usize> = quantized.into_iter().map(|(i, _)| i).collect();
+    let dequantized: serde_json::Map<String, serde_json::Value> =
+        dequantized.into_iter().map(|(i, _, step)| (i.to_string(), step.into())).collect();
     let config = crate::compiler::Config::parse(&t.config)?;
     let case = serde_json::json!({
         "target": f.target,
@@ -361,7 +383,9 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> anyh
         "disabled": config.disabled,
         "culprits": t.culprits,
         "threads": config.threads,
-        "tolerance": tolerance,
+        "tolerance": tolerance.table(),
+        "quantized": quantized,
+        "dequantized": dequantized,
         "n_inputs": m.case.feeds.len(),
         "test_file": files(f, m).0,
         // a hang is what the campaign called one; other symptoms get room for a slow machine
@@ -370,7 +394,7 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: f64) -> anyh
     });
     let text = serde_json::to_string_pretty(&case)?;
     anyhow::ensure!(!text.contains("\"\"\""), "bug parameters cannot be embedded in a Python string");
-    let script = TEMPLATE.replacen("__OATEST_CASE__", &text, 1);
+    let script = super::export::with_compare(&TEMPLATE.replacen("__OATEST_CASE__", &text, 1));
     if f.target == "tvm" {
         // the runner's modules first (the reproducer imports `run` from them), then the reproducer
         let body = script.strip_prefix("#!/usr/bin/env python3\n").unwrap_or(&script);

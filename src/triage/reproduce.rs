@@ -9,7 +9,7 @@ use crate::compiler::worker::Worker;
 use crate::compiler::{Config, NamedTensor, Outcome, Status};
 use crate::finding::signature::normalize;
 use crate::graph::{onnx, Model, Tensor};
-use crate::oracle::{Oracle, Symptom};
+use crate::oracle::{Hints, Oracle, Symptom};
 use std::collections::HashMap;
 
 /// The rewrite rules inside `pass` when it is one of ORT's rule-based containers (else none).
@@ -81,7 +81,7 @@ impl<'w> Reproducer<'w> {
             }
             (Symptom::Inconsistency, Status::Ok) => match reference {
                 Some(r) if r.status == Status::Ok => {
-                    if self.oracle.inconsistency(r, o).is_some() {
+                    if self.oracle.inconsistency_with(r, o, &self.hints()).is_some() {
                         Probe::Symptom
                     } else {
                         Probe::Clean
@@ -92,6 +92,12 @@ impl<'w> Reproducer<'w> {
             (_, Status::Ok) => Probe::Clean,
             _ => Probe::Unresolved,
         }
+    }
+
+    /// What the oracle knows about the finding's model: its quantized values, by name, which every reduced case
+    /// keeps (reduction removes nodes and values, it never renames one).
+    pub fn hints(&self) -> Hints {
+        Hints::of(&self.finding.case.model.graph)
     }
 
     /// Delta-debugs the fired passes of the finding's own model, then names the rewrite rules inside a

@@ -1,0 +1,71 @@
+//! What the oracle learns from a test's graph besides its outputs: which values are quantization levels (made
+//! by QuantizeLinear, DynamicQuantizeLinear, QLinear*, QGemm) and which floats are such levels dequantized (by
+//! DequantizeLinear with a constant scale: one step is the scale), directly or through ops that only move,
+//! select or clamp values, so that a difference of a quantization step is judged in steps.
+
+use crate::graph::{Graph, Node};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Hints about one test's model for the oracle's judges; the default knows nothing (integers compare exactly).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Hints {
+    /// Values (by name) whose integers are quantization levels.
+    pub quantized: BTreeSet<String>,
+    /// Float values (by name) that are dequantized levels, with the size of one step (the largest scale).
+    pub dequantized: BTreeMap<String, f64>,
+}
+
+/// Ops that round a real value to a quantization level.
+pub fn is_quantizing(op: &str) -> bool {
+    op.starts_with("QLinear") || matches!(op, "QuantizeLinear" | "DynamicQuantizeLinear" | "QGemm")
+}
+
+/// The inputs of `n` whose values its outputs are (moved, selected, converted or clamped), so that a difference
+/// of k steps in them is at most k steps in the outputs; none for other ops.
+fn level_inputs(n: &Node) -> &[String] {
+    let data = match n.op.name.as_str() {
+        "Identity" | "Reshape" | "Transpose" | "Squeeze" | "Unsqueeze" | "Flatten" | "Expand" | "Tile" | "Slice"
+        | "Gather" | "GatherElements" | "GatherND" | "Split" | "Pad" | "DepthToSpace" | "SpaceToDepth" | "MaxPool"
+        | "ReduceMax" | "ReduceMin" | "Cast" | "Clip" | "Relu" => 0..1,
+        "Where" => 1..3,
+        "Concat" | "Max" | "Min" => 0..n.inputs.len(),
+        _ => 0..0,
+    };
+    n.inputs.get(data).unwrap_or_default()
+}
+
+impl Hints {
+    /// The hints of `g`. Intermediate values are included, so they stay right for any graph that keeps these
+    /// value names (a reduced one).
+    pub fn of(g: &Graph) -> Hints {
+        let mut h = Hints::default();
+        for n in g.nodes_in_order().unwrap_or_default() {
+            let outputs = n.outputs.iter().filter(|o| !o.is_empty()).cloned();
+            let from = level_inputs(n);
+            if is_quantizing(&n.op.name) || from.iter().any(|v| h.quantized.contains(v)) {
+                h.quantized.extend(outputs.clone());
+            }
+            let step = if n.op.name == "DequantizeLinear" {
+                n.inputs.first().filter(|q| h.quantized.contains(*q)).and_then(|_| scale(g, n))
+            } else {
+                from.iter().filter_map(|v| h.dequantized.get(v).copied()).reduce(f64::max)
+            };
+            if let Some(step) = step {
+                h.dequantized.extend(outputs.map(|o| (o, step)));
+            }
+        }
+        h
+    }
+}
+
+/// The largest scale of a DequantizeLinear node, when it is a constant.
+fn scale(g: &Graph, n: &Node) -> Option<f64> {
+    let t = g.initializers.get(n.inputs.get(1)?)?;
+    let s = t.to_f64s()?.into_iter().map(f64::abs).reduce(f64::max)?;
+    (s.is_finite() && s > 0.0).then_some(s)
+}
+
+/// The names of every value of `g` that holds quantization levels ([`Hints::of`]).
+pub fn quantized_outputs(g: &Graph) -> BTreeSet<String> {
+    Hints::of(g).quantized
+}
