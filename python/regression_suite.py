@@ -62,7 +62,8 @@ def check(case, got):
     quantized = {k for k, (name, _) in enumerate(expected) if name in info.get("quantized", [])}
     steps = info.get("dequantized", {})
     dequantized = {k: steps[name] for k, (name, _) in enumerate(expected) if name in steps}
-    m = measure([e for _, e in expected], got, MANIFEST["tolerance"], quantized, dequantized)
+    widened = {k for k, (name, _) in enumerate(expected) if name in info.get("widened", [])}
+    m = measure([e for _, e in expected], got, MANIFEST["tolerance"], quantized, dequantized, widened)
     assert not inconsistent(m), f"{case}: {describe(m)}"
 
 

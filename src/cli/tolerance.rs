@@ -7,10 +7,10 @@ use clap::Args;
 #[derive(Args, Debug, Clone, Default)]
 pub struct ToleranceArgs {
     /// Absolute tolerance of every float dtype, `|a-b| <= atol + rtol*|ref|` (default per dtype: float32 1e-5,
-    /// float64 1e-10, float16 1e-3, bfloat16 1e-2); `--tolerance` is the older name.
+    /// float64 1e-13, float16 1e-3, bfloat16 1e-2); `--tolerance` is the older name.
     #[arg(long, visible_alias = "tolerance")]
     pub atol: Option<f64>,
-    /// Relative tolerance of every float dtype (default per dtype: float32 1e-4, float64 1e-7, 16-bit 0).
+    /// Relative tolerance of every float dtype (default per dtype: float32 1e-4, float64 1e-12, 16-bit 0).
     #[arg(long)]
     pub rtol: Option<f64>,
     /// ULPs a float16/bfloat16 element may also differ by [default: 2].

@@ -1,9 +1,9 @@
 //! `oatest triage RUN_DIR`: culprit passes, minimized models, and bug directories with reports and
 //! reproducers for a campaign's findings; the worker and reduction flags that `oatest reduce` shares.
 
+use super::tolerance::ToleranceArgs;
 use crate::compiler::worker::{Worker, WorkerSpec};
 use crate::compiler::TargetKind;
-use super::tolerance::ToleranceArgs;
 use crate::oracle::{Oracle, Tolerance};
 use crate::triage;
 use crate::triage::reduce::Limits;

@@ -114,6 +114,7 @@ mod tests {
             config: "all".into(),
             detail: detail.into(),
             max_diff: None,
+            measure: None,
         };
         assert_eq!(coarse("ort", &v("node 'a1' failed at 12")), coarse("ort", &v("node 'b7' failed at 40")));
         assert_ne!(coarse("ort", &v("x failed")), coarse("tract", &v("x failed")));

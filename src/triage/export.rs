@@ -19,10 +19,9 @@ pub struct CaseInfo {
     pub passes: Vec<String>,
     pub symptom: Option<String>,
     pub source: String,
-    /// Outputs of quantized ops (judged in quantization steps).
-    pub quantized: Vec<String>,
-    /// Dequantized outputs and the size of their quantization step.
-    pub dequantized: BTreeMap<String, f64>,
+    /// Which outputs the oracle judges in quantization steps or as float16.
+    #[serde(flatten)]
+    pub hints: OutputHints,
 }
 
 /// A Python script with the oracle's comparison (python/oatest_compare.py) in place of its
@@ -31,25 +30,33 @@ pub fn with_compare(script: &str) -> String {
     script.replacen("# __OATEST_COMPARE__\n", include_str!("../../python/oatest_compare.py"), 1)
 }
 
-/// A graph's outputs as the oracle's hints see them: `(index, name)` of the quantized ones, and `(index, name,
-/// step)` of the dequantized ones.
-pub type OutputHints = (Vec<(usize, String)>, Vec<(usize, String, f64)>);
-
-/// The [`OutputHints`] of `g`.
-pub fn output_hints(g: &crate::graph::Graph) -> OutputHints {
-    let h = crate::oracle::Hints::of(g);
-    let outputs = g.outputs.iter().cloned().enumerate();
-    let quantized = outputs.clone().filter(|(_, o)| h.quantized.contains(o)).collect();
-    let dequantized = outputs.filter_map(|(i, o)| h.dequantized.get(&o).map(|s| (i, o.clone(), *s))).collect();
-    (quantized, dequantized)
+/// A graph's outputs as the oracle's hints see them (`oracle::Hints`), by name.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct OutputHints {
+    /// Outputs of quantized ops (judged in quantization steps).
+    pub quantized: Vec<String>,
+    /// Dequantized outputs and the size of their quantization step.
+    pub dequantized: BTreeMap<String, f64>,
+    /// float32/float64 outputs holding float16 values (also judged as float16).
+    pub widened: Vec<String>,
 }
 
-/// The quantized and dequantized outputs of a case's model file, for cases.json (none when it cannot be read).
-fn case_hints(model: &Path) -> (Vec<String>, BTreeMap<String, f64>) {
-    let m = std::fs::read(model).ok().and_then(|b| crate::graph::onnx::decode_model(&b).ok());
-    let Some(m) = m else { return Default::default() };
-    let (q, d) = output_hints(&m.graph);
-    (q.into_iter().map(|(_, o)| o).collect(), d.into_iter().map(|(_, o, s)| (o, s)).collect())
+impl OutputHints {
+    pub fn of(g: &crate::graph::Graph) -> OutputHints {
+        let h = crate::oracle::Hints::of(g);
+        let outputs = || g.outputs.iter().cloned();
+        OutputHints {
+            quantized: outputs().filter(|o| h.quantized.contains(o)).collect(),
+            dequantized: outputs().filter_map(|o| h.dequantized.get(&o).map(|s| (o, *s))).collect(),
+            widened: outputs().filter(|o| h.widened.contains(o)).collect(),
+        }
+    }
+
+    /// The hints of a case's model file (none when it cannot be read).
+    fn of_file(model: &Path) -> OutputHints {
+        let m = std::fs::read(model).ok().and_then(|b| crate::graph::onnx::decode_model(&b).ok());
+        m.map(|m| OutputHints::of(&m.graph)).unwrap_or_default()
+    }
 }
 
 /// What an export wrote.
@@ -112,7 +119,6 @@ pub fn export(run: &Path, out: &Path, tolerance: Tolerance) -> anyhow::Result<Ex
             skipped.push(format!("{}: no reference outputs (the reference did not run)", bug.display()));
             continue;
         }
-        let (quantized, dequantized) = case_hints(&bug.join("model.onnx"));
         cases.insert(
             name,
             CaseInfo {
@@ -120,8 +126,7 @@ pub fn export(run: &Path, out: &Path, tolerance: Tolerance) -> anyhow::Result<Ex
                 passes: rec.triage.culprits.clone(),
                 symptom: Some(rec.symptom.to_string()),
                 source: rec.representative.clone(),
-                quantized,
-                dequantized,
+                hints: OutputHints::of_file(&bug.join("model.onnx")),
             },
         );
     }
@@ -143,7 +148,6 @@ pub fn export(run: &Path, out: &Path, tolerance: Tolerance) -> anyhow::Result<Ex
             .as_array()
             .map(|a| a.iter().filter_map(|p| p.as_str().map(str::to_string)).collect())
             .unwrap_or_default();
-        let (quantized, dequantized) = case_hints(&ex.join("model.onnx"));
         cases.insert(
             name,
             CaseInfo {
@@ -151,8 +155,7 @@ pub fn export(run: &Path, out: &Path, tolerance: Tolerance) -> anyhow::Result<Ex
                 passes,
                 symptom: None,
                 source: info["source"].as_str().unwrap_or_default().to_string(),
-                quantized,
-                dequantized,
+                hints: OutputHints::of_file(&ex.join("model.onnx")),
             },
         );
     }

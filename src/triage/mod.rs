@@ -145,7 +145,9 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         r.run(&model_bytes, &case.feeds, &w)
     });
     let verdict = match (&reference, &shown) {
-        (Some(a), Some(b)) if r.finding.symptom == Symptom::Inconsistency => r.oracle.inconsistency_with(a, b, &r.hints()),
+        (Some(a), Some(b)) if r.finding.symptom == Symptom::Inconsistency => {
+            r.oracle.inconsistency_with(a, b, &r.hints())
+        }
         _ => None,
     };
     let max_diff = verdict.as_ref().and_then(|v| v.max_diff);

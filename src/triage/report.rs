@@ -370,10 +370,14 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -
 /// repro.py: the template in python/ with this bug's parameters (for TVM after oatest's Relax runner).
 pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -> anyhow::Result<String> {
     const TEMPLATE: &str = include_str!("../../python/repro.py");
-    let (quantized, dequantized) = super::export::output_hints(&m.case.model.graph);
-    let quantized: Vec<usize> = quantized.into_iter().map(|(i, _)| i).collect();
+    // the oracle's hints by output index (repro.py's outputs are unnamed)
+    let outputs = &m.case.model.graph.outputs;
+    let index = |name: &String| outputs.iter().position(|o| o == name).unwrap_or(usize::MAX);
+    let h = super::export::OutputHints::of(&m.case.model.graph);
+    let quantized: Vec<usize> = h.quantized.iter().map(index).collect();
+    let widened: Vec<usize> = h.widened.iter().map(index).collect();
     let dequantized: serde_json::Map<String, serde_json::Value> =
-        dequantized.into_iter().map(|(i, _, step)| (i.to_string(), step.into())).collect();
+        h.dequantized.iter().map(|(o, step)| (index(o).to_string(), (*step).into())).collect();
     let config = crate::compiler::Config::parse(&t.config)?;
     let case = serde_json::json!({
         "target": f.target,
@@ -386,6 +390,7 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -
         "tolerance": tolerance.table(),
         "quantized": quantized,
         "dequantized": dequantized,
+        "widened": widened,
         "n_inputs": m.case.feeds.len(),
         "test_file": files(f, m).0,
         // a hang is what the campaign called one; other symptoms get room for a slow machine
