@@ -6,8 +6,7 @@ Floats: |a-b| <= atol + rtol*|ref| with the tolerance table's per-dtype (atol, r
 float type); float16/bfloat16 also pass within `ulps` ULPs; where the reference is NaN or +-Inf the other side must
 be the same kind. Integers: exact, except outputs of quantized ops (the indices in `quantized`), which may differ by
 `steps` quantization steps; floats of dequantized outputs (`dequantized`: index -> size of a step) may also differ
-by `steps` steps (plus atol + rtol*|ref|); float32/float64 outputs holding float16 values cast up (`widened`) also
-pass by the float16 rule (values rounded to float16). Other types: equal or structurally different.
+by `steps` steps (plus atol + rtol*|ref|). Other types: equal or structurally different.
 """
 COMPLEX_PARTS = {"complex64": "float32", "complex128": "float64"}
 SIXTEEN_BIT = ("float16", "bfloat16")
@@ -24,7 +23,7 @@ def _ulps16(e, a):
     return np.abs(key(e) - key(a))
 
 
-def _float_parts(e, a, table, name, step, widened):
+def _float_parts(e, a, table, name, step):
     """(reference, over, diff, ulps and steps of the finite pairs or None) as flat arrays, one entry per compared
     part; `step` is the size of a quantization step of a dequantized output (else None)."""
     import numpy as np
@@ -50,12 +49,6 @@ def _float_parts(e, a, table, name, step, widened):
         ulps = _ulps16(e.ravel(), a.ravel())
         close = close | (ulps <= table["ulps"])
         ulps = ulps[finite]
-    elif widened:
-        half_atol, half_rtol = table["float16"]
-        with np.errstate(invalid="ignore", over="ignore"):
-            ulps = _ulps16(r.astype(np.float16), o.astype(np.float16))
-            close = close | (gap <= half_atol + half_rtol * np.abs(r)) | (ulps <= table["ulps"])
-        ulps = ulps[finite]
     over = np.where(finite, ~close, diff > 0)
     return r, over, diff, ulps, steps
 
@@ -72,10 +65,10 @@ def _int_parts(e, a, quantized, steps):
     return r.astype(np.float64), over.astype(bool), gap.astype(np.float64)
 
 
-def measure(expected, actual, table, quantized=(), dequantized=None, widened=()):
+def measure(expected, actual, table, quantized=(), dequantized=None):
     """How far `actual` (a list of arrays) is from `expected`, under `table` ({dtype: [atol, rtol], "ulps",
-    "steps"}), with `quantized` the indices of outputs of quantized ops, `dequantized` {index: step} those of
-    dequantized ones and `widened` those of float16 values cast up: None when they cannot be compared
+    "steps"}), with `quantized` the indices of outputs of quantized ops and `dequantized` {index: step} those of
+    dequantized ones: None when they cannot be compared
     element by element (count, dtype, shape or a non-numeric output differ), else a dict with max_abs, max_rel,
     ulps, steps (None when no such output), exceeding and elements (beyond the tolerance / compared)."""
     import numpy as np
@@ -90,8 +83,7 @@ def measure(expected, actual, table, quantized=(), dequantized=None, widened=())
         name = e.dtype.name
         if name in table or name in COMPLEX_PARTS:
             step = (dequantized or {}).get(k) if name in table else None
-            wide = k in widened and name in ("float32", "float64")
-            r, over, diff, ulps, steps = _float_parts(e, a, table, name, step, wide)
+            r, over, diff, ulps, steps = _float_parts(e, a, table, name, step)
             if ulps is not None and ulps.size:
                 m["ulps"] = max(m["ulps"] or 0, int(ulps.max()))
             if steps is not None and steps.size:

@@ -62,8 +62,7 @@ def check(case, got):
     quantized = {k for k, (name, _) in enumerate(expected) if name in info.get("quantized", [])}
     steps = info.get("dequantized", {})
     dequantized = {k: steps[name] for k, (name, _) in enumerate(expected) if name in steps}
-    widened = {k for k, (name, _) in enumerate(expected) if name in info.get("widened", [])}
-    m = measure([e for _, e in expected], got, MANIFEST["tolerance"], quantized, dequantized, widened)
+    m = measure([e for _, e in expected], got, MANIFEST["tolerance"], quantized, dequantized)
     assert not inconsistent(m), f"{case}: {describe(m)}"
 
 

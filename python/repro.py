@@ -109,8 +109,7 @@ def run_child(level, disabled):
 def compare(expected, actual):
     """oatest's measurement of `actual` against the reference `expected` (None: structurally different)."""
     dequantized = {int(k): step for k, step in CASE.get("dequantized", {}).items()}
-    quantized, widened = set(CASE.get("quantized", [])), set(CASE.get("widened", []))
-    return measure(expected, actual, CASE["tolerance"], quantized, dequantized, widened)
+    return measure(expected, actual, CASE["tolerance"], set(CASE.get("quantized", [])), dequantized)
 
 
 def show(kind, value):

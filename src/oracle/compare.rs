@@ -97,7 +97,7 @@ fn values(t: &crate::graph::Tensor) -> Option<Values> {
     }
 }
 
-/// The ULP distance of two finite values as `dtype`, a 16-bit float (rounded to it when not held exactly).
+/// The ULP distance of two finite 16-bit float values (held exactly in f64).
 fn ulps16(dtype: DType, r: f64, o: f64) -> Option<u64> {
     let bits = |x: f64| match dtype {
         DType::F16 => half::f16::from_f64(x).to_bits(),
@@ -123,8 +123,6 @@ fn elements(r: &NamedTensor, o: &NamedTensor, tol: Tolerance, hints: &Hints) -> 
     let dtype = rt.dtype;
     // a dequantized output: one quantization step is this much
     let step = hints.dequantized.get(&r.name).copied().filter(|_| dtype.is_float());
-    // float16 values cast up: also judged as float16
-    let widened = matches!(dtype, DType::F32 | DType::F64) && hints.widened.contains(&r.name);
     Ok(Some(match (values(rt), values(ot)) {
         (Some(Values::Float(rv)), Some(Values::Float(ov))) => rv
             .iter()
@@ -132,10 +130,9 @@ fn elements(r: &NamedTensor, o: &NamedTensor, tol: Tolerance, hints: &Hints) -> 
             .map(|(&a, &b)| {
                 let diff = elem_diff(a, b);
                 let finite = a.is_finite() && b.is_finite();
-                let ulps = ulps16(if widened { DType::F16 } else { dtype }, a, b).filter(|_| finite);
+                let ulps = ulps16(dtype, a, b).filter(|_| finite);
                 let in_steps = step.is_some_and(|s| finite && tol.allows_steps(dtype, a, b, s));
-                let as_half = widened && tol.allows(DType::F16, a, b, ulps);
-                let over = if finite { !(tol.allows(dtype, a, b, ulps) || in_steps || as_half) } else { diff > 0.0 };
+                let over = if finite { !(tol.allows(dtype, a, b, ulps) || in_steps) } else { diff > 0.0 };
                 let steps = step.filter(|_| finite).map(|s| (diff / s + 0.5).floor() as u64);
                 Elem { r: a, o: b, diff, over, ulps, steps }
             })

@@ -1,10 +1,9 @@
 //! What the oracle learns from a test's graph besides its outputs: which values are quantization levels (made
 //! by QuantizeLinear, DynamicQuantizeLinear, QLinear*, QGemm) and which floats are such levels dequantized (by
-//! DequantizeLinear with a constant scale: one step is the scale), and which floats hold float16 values cast up,
-//! directly or through ops that only move, select or clamp values, so that a difference of a quantization step
-//! is judged in steps and float16 rounding seen through a Cast in float16 ULPs.
+//! DequantizeLinear with a constant scale: one step is the scale), directly or through ops that only move,
+//! select or clamp values, so that a difference of a quantization step is judged in steps.
 
-use crate::graph::{DType, Graph, Node};
+use crate::graph::{Graph, Node};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Hints about one test's model for the oracle's judges; the default knows nothing (integers compare exactly).
@@ -14,9 +13,6 @@ pub struct Hints {
     pub quantized: BTreeSet<String>,
     /// Float values (by name) that are dequantized levels, with the size of one step (the largest scale).
     pub dequantized: BTreeMap<String, f64>,
-    /// float32/float64 values (by name) that hold float16 values (`Cast` up from float16): ORT rounds to float16
-    /// or not depending on which casts its passes remove, so they are also judged as float16.
-    pub widened: BTreeSet<String>,
 }
 
 /// Ops that round a real value to a quantization level.
@@ -43,8 +39,6 @@ impl Hints {
     /// value names (a reduced one).
     pub fn of(g: &Graph) -> Hints {
         let mut h = Hints::default();
-        let types = crate::ops::infer_types(g, false).unwrap_or_default();
-        let dtype = |v: &str| types.get(v).map(|t| t.dtype).or_else(|| g.tensor_type(v).map(|t| t.dtype));
         for n in g.nodes_in_order().unwrap_or_default() {
             let outputs = n.outputs.iter().filter(|o| !o.is_empty()).cloned();
             let from = level_inputs(n);
@@ -57,11 +51,7 @@ impl Hints {
                 from.iter().filter_map(|v| h.dequantized.get(v).copied()).reduce(f64::max)
             };
             if let Some(step) = step {
-                h.dequantized.extend(outputs.clone().map(|o| (o, step)));
-            }
-            let from_half = n.op.name == "Cast" && n.inputs.first().and_then(|x| dtype(x)) == Some(DType::F16);
-            if from_half || from.iter().any(|v| h.widened.contains(v)) {
-                h.widened.extend(outputs);
+                h.dequantized.extend(outputs.map(|o| (o, step)));
             }
         }
         h

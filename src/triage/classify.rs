@@ -6,7 +6,7 @@
 use crate::compiler::worker::{Worker, WorkerSpec};
 use crate::compiler::{Config, Level, NamedTensor, Outcome, Status, TargetKind};
 use crate::graph::{DType, Tensor};
-use crate::oracle::Oracle;
+use crate::oracle::{Hints, Oracle};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -142,9 +142,10 @@ pub struct Classified {
 }
 
 /// Classifies an inconsistency between `unoptimized` and `optimized` (both ran) with the semantic
-/// reference's run (or why there is none).
+/// reference's run (or why there is none), judged with the oracle's `hints` about the case's model.
 pub fn classify(
     oracle: &Oracle,
+    hints: &Hints,
     unoptimized: &Outcome,
     optimized: &Outcome,
     semantic: Result<&Outcome, &str>,
@@ -155,12 +156,12 @@ pub fn classify(
     };
     // differences only at elements whose expected value is not finite (or where neither run is)
     if let Some((u, o)) = finite_parts(&unoptimized.outputs, &optimized.outputs, &semantic.outputs) {
-        if same(oracle, &u, &o) {
+        if same(oracle, hints, &u, &o) {
             let note = "every difference is at an element where onnx.reference gives NaN/Inf, or where both runs do";
             return Classified { class: Class::Nonfinite, note: note.into() };
         }
     }
-    let deviates = |run: &Outcome| oracle.inconsistency(semantic, run).map(|v| v.detail);
+    let deviates = |run: &Outcome| oracle.inconsistency_with(semantic, run, hints).map(|v| v.detail);
     match (deviates(unoptimized), deviates(optimized)) {
         (None, Some(d)) => Classified {
             class: Class::Optimizer,
@@ -182,7 +183,7 @@ pub fn classify(
 }
 
 /// Whether two output lists agree under the oracle.
-fn same(oracle: &Oracle, a: &[NamedTensor], b: &[NamedTensor]) -> bool {
+fn same(oracle: &Oracle, hints: &Hints, a: &[NamedTensor], b: &[NamedTensor]) -> bool {
     let wrap = |outputs: &[NamedTensor]| Outcome {
         target: String::new(),
         config: Config::level(Level::Disable),
@@ -192,7 +193,7 @@ fn same(oracle: &Oracle, a: &[NamedTensor], b: &[NamedTensor]) -> bool {
         passes_ran: Vec::new(),
         time_ms: 0.0,
     };
-    oracle.inconsistency(&wrap(a), &wrap(b)).is_none()
+    oracle.inconsistency_with(&wrap(a), &wrap(b), hints).is_none()
 }
 
 /// The two runs' outputs with every real float element set to 0 where the semantic value is NaN/±Inf or both

@@ -37,8 +37,6 @@ pub struct OutputHints {
     pub quantized: Vec<String>,
     /// Dequantized outputs and the size of their quantization step.
     pub dequantized: BTreeMap<String, f64>,
-    /// float32/float64 outputs holding float16 values (also judged as float16).
-    pub widened: Vec<String>,
 }
 
 impl OutputHints {
@@ -48,7 +46,6 @@ impl OutputHints {
         OutputHints {
             quantized: outputs().filter(|o| h.quantized.contains(o)).collect(),
             dequantized: outputs().filter_map(|o| h.dequantized.get(&o).map(|s| (o, *s))).collect(),
-            widened: outputs().filter(|o| h.widened.contains(o)).collect(),
         }
     }
 

@@ -375,7 +375,6 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -
     let index = |name: &String| outputs.iter().position(|o| o == name).unwrap_or(usize::MAX);
     let h = super::export::OutputHints::of(&m.case.model.graph);
     let quantized: Vec<usize> = h.quantized.iter().map(index).collect();
-    let widened: Vec<usize> = h.widened.iter().map(index).collect();
     let dequantized: serde_json::Map<String, serde_json::Value> =
         h.dequantized.iter().map(|(o, step)| (index(o).to_string(), (*step).into())).collect();
     let config = crate::compiler::Config::parse(&t.config)?;
@@ -390,7 +389,6 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -
         "tolerance": tolerance.table(),
         "quantized": quantized,
         "dequantized": dequantized,
-        "widened": widened,
         "n_inputs": m.case.feeds.len(),
         "test_file": files(f, m).0,
         // a hang is what the campaign called one; other symptoms get room for a slow machine

@@ -42,7 +42,8 @@ impl<'w> Reproducer<'w> {
             (Some(_), Some(_)) => Err("a Relax-level test (a recipe) has no ONNX model for onnx.reference".into()),
             (Some(s), None) => s.run(&onnx::encode_model(&case.model), &case.feeds),
         };
-        classify::classify(&self.oracle, unoptimized, optimized, semantic.as_ref().map_err(|e| e.as_str()))
+        let hints = self.hints();
+        classify::classify(&self.oracle, &hints, unoptimized, optimized, semantic.as_ref().map_err(|e| e.as_str()))
     }
 
     pub(super) fn run(&mut self, model: &[u8], feeds: &[NamedTensor], config: &Config) -> Outcome {
