@@ -182,6 +182,26 @@ pub fn classify(
     }
 }
 
+/// How `run` (an unoptimized run of `model`) contradicts the model's declared output types, if it does: an
+/// element type or a static shape that differs. Inputs that make a model break its own contract (a Range fed
+/// a negative count where the model declares shape [3]) make no optimizer finding.
+pub fn contract_violation(model: &crate::graph::Model, run: &Outcome) -> Option<String> {
+    let g = &model.graph;
+    for (name, t) in g.outputs.iter().zip(&run.outputs) {
+        let Some(ty) = g.tensor_type(name) else { continue };
+        let dims: Vec<usize> = t.tensor.dims.iter().map(|&d| d.max(0) as usize).collect();
+        let shape_differs = ty.dims().is_some_and(|declared| declared != dims);
+        if ty.dtype != t.tensor.dtype || shape_differs {
+            return Some(format!(
+                "the unoptimized run gives output '{name}' as {}{dims:?} where the model declares {ty}: the inputs \
+                 break the model's own contract",
+                t.tensor.dtype
+            ));
+        }
+    }
+    None
+}
+
 /// Whether two output lists agree under the oracle.
 fn same(oracle: &Oracle, hints: &Hints, a: &[NamedTensor], b: &[NamedTensor]) -> bool {
     let wrap = |outputs: &[NamedTensor]| Outcome {
@@ -231,4 +251,53 @@ fn finite_parts(
         mo.push(NamedTensor { name: b.name.clone(), tensor: zero(vb) });
     }
     Some((mu, mo))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{Graph, Model, Node, OpId, TensorType};
+
+    fn run(outputs: Vec<NamedTensor>) -> Outcome {
+        Outcome {
+            target: String::new(),
+            config: Config::level(Level::Disable),
+            status: Status::Ok,
+            outputs,
+            passes_fired: Vec::new(),
+            passes_ran: Vec::new(),
+            time_ms: 0.0,
+        }
+    }
+
+    fn out(dims: &[usize], v: &[f32]) -> Vec<NamedTensor> {
+        vec![NamedTensor { name: "y".into(), tensor: Tensor::from_f32(dims, v) }]
+    }
+
+    #[test]
+    fn a_run_that_breaks_the_declared_output_shape_breaks_the_contract() {
+        let mut g = Graph::new("g");
+        g.add_input("x", TensorType::new(DType::F32, &[3]));
+        g.add_node(Node::new("n", OpId::onnx("Relu"), vec!["x".into()], vec!["y".into()])).unwrap();
+        g.add_output("y", TensorType::new(DType::F32, &[3]));
+        let m = Model::new(g);
+        assert!(contract_violation(&m, &run(out(&[0], &[]))).is_some());
+        assert!(contract_violation(&m, &run(out(&[3], &[1.0, 2.0, 3.0]))).is_none());
+    }
+
+    #[test]
+    fn classes_follow_which_side_deviates_from_the_semantic_reference() {
+        let oracle = Oracle { tolerance: 1e-3 };
+        let (truth, off) = (run(out(&[2], &[1.0, 2.0])), run(out(&[2], &[1.0, 2.5])));
+        let class = |u: &Outcome, o: &Outcome| classify(&oracle, u, o, Ok(&truth)).class;
+        assert_eq!(class(&truth, &off), Class::Optimizer);
+        assert_eq!(class(&off, &truth), Class::Reference);
+        assert_eq!(class(&off, &run(out(&[2], &[1.0, 1.5]))), Class::Undecided);
+        assert_eq!(classify(&oracle, &truth, &off, Err("no onnx")).class, Class::Undecided);
+        let nan = run(out(&[2], &[f32::NAN, 2.0]));
+        let inf = run(out(&[2], &[f32::INFINITY, 2.0]));
+        assert_eq!(classify(&oracle, &nan, &inf, Ok(&nan)).class, Class::Nonfinite);
+        // a NaN where the true value is finite is a wrong result, not a NaN-handling difference
+        assert_eq!(classify(&oracle, &truth, &run(out(&[2], &[f32::NAN, 2.0])), Ok(&truth)).class, Class::Optimizer);
+    }
 }

@@ -195,6 +195,14 @@ fn class_of(
     shown: Option<&Outcome>,
 ) -> (Class, String) {
     if !confirmed {
+        // the original's own unoptimized run may break the model's contract (then it is no finding at all)
+        let model = r.finding.bytes(case);
+        let plain = r.run(&model, &case.feeds, &r.finding.reference.clone());
+        if r.finding.raw.is_none() {
+            if let Some(why) = classify::contract_violation(&case.model, &plain) {
+                return (Class::Undecided, why);
+            }
+        }
         return (Class::Undecided, "the symptom did not come back when re-checked".into());
     }
     let semantic = match (r.finding.symptom, reference, shown) {

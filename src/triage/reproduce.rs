@@ -210,7 +210,7 @@ impl<'w> Reproducer<'w> {
     pub fn check(&mut self, case: &Case, culprits: &[String]) -> Option<(Outcome, Outcome)> {
         let model = self.finding.bytes(case);
         let reference = self.run(&model, &case.feeds, &self.finding.reference.clone());
-        if reference.status != Status::Ok {
+        if reference.status != Status::Ok || self.breaks_contract(case, &reference) {
             return None;
         }
         let config = if culprits.is_empty() { self.finding.config.clone() } else { self.config_enabling(culprits) };
@@ -234,6 +234,11 @@ impl<'w> Reproducer<'w> {
             }
         }
         Some((reference, shown))
+    }
+
+    /// Whether the unoptimized run of an ONNX case contradicts the model's declared outputs.
+    pub fn breaks_contract(&self, case: &Case, reference: &Outcome) -> bool {
+        self.finding.raw.is_none() && classify::contract_violation(&case.model, reference).is_some()
     }
 
     /// The reference value of every typed intermediate value of a case (one run with all of them exposed).
