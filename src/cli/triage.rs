@@ -114,6 +114,8 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
             Err(e) => eprintln!("warning: {}: {e:#}", dir.display()),
         }
     }
-    println!("triaged {done} findings: {new} new entries (bugs/ holds optimizer bugs; other classes have their own folders)");
+    println!(
+        "triaged {done} findings: {new} new entries (bugs/ holds optimizer bugs; other classes have their own folders)"
+    );
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! with `oatest.fault.compute` = `onnx`, the model's true values (onnx.reference, `python` feature). With
 //! `oatest.fault.needs` = `FuseA;FuseB` the fault is an optimizer bug with known culprits: every optimized
 //! run "fires" one pass `Fuse<Op>` per op type in the graph (unless disabled), and the fault happens only
-//! when every needed pass fired.
+//! when every needed pass fired (else `oatest.fault.fallback`, if given, happens instead).
 
 use super::{Config, NamedTensor, Outcome, Status, Target};
 use crate::graph::onnx::decode_model;
@@ -21,7 +21,12 @@ pub struct FaultTarget {
 
 impl FaultTarget {
     /// The model's true output values (onnx.reference), or why not.
-    fn true_values(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Result<Vec<NamedTensor>, String> {
+    fn true_values(
+        &mut self,
+        model: &[u8],
+        inputs: &[NamedTensor],
+        config: &Config,
+    ) -> Result<Vec<NamedTensor>, String> {
         #[cfg(feature = "python")]
         {
             if self.semantic.is_none() {
@@ -78,7 +83,8 @@ impl Target for FaultTarget {
                 .collect()
         };
         let triggered = needs.as_ref().is_none_or(|n| n.iter().all(|p| passes_fired.iter().any(|f| f == p)));
-        let fault = meta("oatest.fault").filter(|_| triggered);
+        // `oatest.fault.fallback`: the fault of an optimized run in which not every needed pass fired
+        let fault = meta("oatest.fault").filter(|_| triggered).or_else(|| meta("oatest.fault.fallback"));
         // `crash_once`: the first optimized run crashes, later ones do not (a flaky crash); the file named by
         // `oatest.fault.marker` remembers the first run across worker restarts
         let fault = match (fault, meta("oatest.fault.marker")) {

@@ -87,12 +87,13 @@ mod embedded {
             }
             let site = crate::compiler::python::venv_site_packages("tvm");
             Python::attach(|py| -> anyhow::Result<TvmTarget> {
-                let module = crate::compiler::python::load_modules(py, site.as_deref(), RUNNER_SOURCES).map_err(|e| {
-                    anyhow::anyhow!(
-                        "cannot import TVM ({e:#}); run scripts/setup.sh to install apache-tvm into .venv{}",
-                        if site.is_none() { " (no .venv with tvm found)" } else { "" }
-                    )
-                })?;
+                let module =
+                    crate::compiler::python::load_modules(py, site.as_deref(), RUNNER_SOURCES).map_err(|e| {
+                        anyhow::anyhow!(
+                            "cannot import TVM ({e:#}); run scripts/setup.sh to install apache-tvm into .venv{}",
+                            if site.is_none() { " (no .venv with tvm found)" } else { "" }
+                        )
+                    })?;
                 let version: String = module.getattr("version")?.call0()?.extract()?;
                 let optional_passes: Vec<String> = module.getattr("optional_passes")?.call0()?.extract()?;
                 Ok(TvmTarget { module: module.unbind(), version, optional_passes })

@@ -67,6 +67,31 @@ pub fn normalize(msg: &str) -> String {
     out
 }
 
+/// An error's kind, for recognizing the same error while delta debugging and reducing: the normalized message
+/// with every parenthesized name masked too, op types included (disabling an unrelated pass can make the same
+/// type error be reported from another fused op: `Op (Gemm)` then `Op (FusedGemm)`).
+pub fn error_kind(msg: &str) -> String {
+    let n = normalize(msg);
+    let mut out = String::with_capacity(n.len());
+    let mut rest = n.as_str();
+    while let Some(i) = rest.find('(') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        match after.find(')') {
+            Some(j) if j > 0 && !after[..j].contains(char::is_whitespace) && !after[..j].contains('(') => {
+                out.push_str("(*)");
+                rest = &after[j + 1..];
+            }
+            _ => {
+                out.push('(');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The coarse signature of a finding, known as soon as it is found (before triage): target, symptom,
 /// configuration and normalized message, as a short stable hash. Groups findings for the campaign's counts and
 /// for choosing which finding of a group triage takes first.
@@ -105,6 +130,16 @@ mod tests {
             normalize("Node (t2_0_q) Op (QuantizeLinear) input (c4) of (x)")
         );
         assert_ne!(normalize("Op (QuantizeLinear)"), normalize("Op (DequantizeLinear)"));
+    }
+
+    #[test]
+    fn an_error_kind_ignores_which_op_reported_it() {
+        assert_eq!(
+            error_kind("Node (n_1) Op (Gemm) [TypeInferenceError] type 3 mismatch"),
+            error_kind("Node (f_7) Op (FusedGemm) [TypeInferenceError] type 9 mismatch")
+        );
+        assert_ne!(error_kind("Op (Gemm) [TypeInferenceError] x"), error_kind("Op (Gemm) [ShapeInferenceError] x"));
+        assert_eq!(error_kind("f(a b) and (x"), "f(a b) and (x");
     }
 
     #[test]

@@ -33,14 +33,8 @@ pub enum Class {
 }
 
 impl Class {
-    pub const ALL: [Class; 6] = [
-        Class::Optimizer,
-        Class::Reference,
-        Class::Precision,
-        Class::Nonfinite,
-        Class::Undecided,
-        Class::Unattributed,
-    ];
+    pub const ALL: [Class; 6] =
+        [Class::Optimizer, Class::Reference, Class::Precision, Class::Nonfinite, Class::Undecided, Class::Unattributed];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -171,10 +165,9 @@ pub fn classify(
             class: Class::Reference,
             note: format!("the optimized run agrees with onnx.reference; the unoptimized one does not: {d}"),
         },
-        (None, None) => Classified {
-            class: Class::Precision,
-            note: "both runs are within tolerance of onnx.reference".into(),
-        },
+        (None, None) => {
+            Classified { class: Class::Precision, note: "both runs are within tolerance of onnx.reference".into() }
+        }
         (Some(du), Some(dopt)) => Classified {
             class: Class::Undecided,
             note: format!("both runs deviate from onnx.reference (unoptimized: {du}; optimized: {dopt})"),
@@ -240,8 +233,12 @@ fn finite_parts(
             mo.push(b.clone());
             continue;
         };
-        let mask: Vec<bool> =
-            ve.iter().zip(&va).zip(&vb).map(|((e, x), y)| !e.is_finite() || (!x.is_finite() && !y.is_finite())).collect();
+        let mask: Vec<bool> = ve
+            .iter()
+            .zip(&va)
+            .zip(&vb)
+            .map(|((e, x), y)| !e.is_finite() || (!x.is_finite() && !y.is_finite()))
+            .collect();
         let dims: Vec<usize> = ta.dims.iter().map(|&d| d.max(0) as usize).collect();
         let zero = |v: Vec<f64>| -> Tensor {
             let v: Vec<f64> = v.into_iter().zip(&mask).map(|(x, &m)| if m { 0.0 } else { x }).collect();

@@ -4,10 +4,10 @@
 //! and shows the symptom with the other culprits alone: the bug then needs P's output, not P. What is left is
 //! the faulty pass. Needs a target that can save its optimized graph (ORT).
 
+use super::dd::Probe;
 use super::reduce::Case;
 use super::reproduce::Reproducer;
 use crate::compiler::{Outcome, Status};
-use super::dd::Probe;
 
 /// The culprits split into the faulty passes and their enablers.
 #[derive(Clone, Debug, Default, PartialEq)]

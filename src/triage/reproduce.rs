@@ -7,7 +7,7 @@ use super::load::Finding;
 use super::reduce::Case;
 use crate::compiler::worker::Worker;
 use crate::compiler::{Config, NamedTensor, Outcome, Status};
-use crate::finding::signature::normalize;
+use crate::finding::signature::error_kind;
 use crate::graph::{onnx, Model, Tensor};
 use crate::oracle::{Hints, Oracle, Symptom};
 use std::collections::HashMap;
@@ -15,6 +15,14 @@ use std::collections::HashMap;
 /// The rewrite rules inside `pass` when it is one of ORT's rule-based containers (else none).
 fn rules_of(pass: &str) -> &'static [&'static str] {
     crate::compiler::rules::RULE_CONTAINERS.iter().find(|(c, _)| *c == pass).map_or(&[], |(_, rules)| rules)
+}
+
+/// How a crash died, from its message: `signal N`, or the normalized message of another abnormal end.
+fn crash_kind(message: &str) -> String {
+    match message.strip_prefix("killed by signal ") {
+        Some(rest) => format!("signal {}", rest.split_whitespace().next().unwrap_or_default()),
+        None => crate::finding::signature::normalize(message.lines().next().unwrap_or_default()),
+    }
 }
 
 /// How a finding's symptom is recognized in a run, and the runs spent recognizing it.
@@ -67,14 +75,22 @@ impl<'w> Reproducer<'w> {
         c
     }
 
-    /// Whether `o` shows the finding's symptom: the same kind of failure (for errors, the same normalized
-    /// message), or outputs that differ from `reference`'s.
+    /// Whether `o` shows the finding's symptom: the same kind of failure (for errors, the same
+    /// [`error_kind`]: the normalized message whichever op reports it), or outputs that differ from
+    /// `reference`'s.
     pub fn classify(&self, o: &Outcome, reference: Option<&Outcome>) -> Probe {
         match (self.finding.symptom, &o.status) {
-            (Symptom::Crash, Status::Crash { .. } | Status::Oom { .. }) => Probe::Symptom,
+            // the same way of dying: the same signal (or the same normalized message of an abnormal exit)
+            (Symptom::Crash, Status::Crash { .. } | Status::Oom { .. }) => {
+                if crash_kind(&o.status.message()) == crash_kind(&self.finding.message) {
+                    Probe::Symptom
+                } else {
+                    Probe::Unresolved
+                }
+            }
             (Symptom::Hang, Status::Timeout { .. }) => Probe::Symptom,
             (Symptom::Error, Status::Error { message }) => {
-                if normalize(message) == normalize(&self.finding.message) {
+                if error_kind(message) == error_kind(&self.finding.message) {
                     Probe::Symptom
                 } else {
                     Probe::Unresolved

@@ -89,7 +89,8 @@ impl Session {
         t.method = ATTACHED.into();
         t.dd_note = Some(format!("attached to {} by a check of its culprits on this finding's model", entry.signature));
         (t.dd_runs, t.runs, t.original_nodes, t.reduction_checks) = (0, r.runs, nodes, 0);
-        let filed = Filed { signature: entry.signature.clone(), bug_dir: entry.bug_dir.clone(), new_bug: false, triage: t };
+        let filed =
+            Filed { signature: entry.signature.clone(), bug_dir: entry.bug_dir.clone(), new_bug: false, triage: t };
         crate::util::write_atomic(&dir.join("triage.json"), serde_json::to_string_pretty(&filed)?.as_bytes())?;
         Ok(Some(filed))
     }
