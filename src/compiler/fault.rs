@@ -7,7 +7,8 @@
 //! with `oatest.fault.compute` = `onnx`, the model's true values (onnx.reference, `python` feature). With
 //! `oatest.fault.needs` = `FuseA;FuseB` the fault is an optimizer bug with known culprits: every optimized
 //! run "fires" one pass `Fuse<Op>` per op type in the graph (unless disabled), and the fault happens only
-//! when every needed pass fired (else `oatest.fault.fallback`, if given, happens instead).
+//! when every needed pass fired. `oatest.fault.without` = `Op=fault`: in a graph without an `Op` node the fault
+//! is that other one (a reduction that removes it would slide to another bug).
 
 use super::{Config, NamedTensor, Outcome, Status, Target};
 use crate::graph::onnx::decode_model;
@@ -83,8 +84,11 @@ impl Target for FaultTarget {
                 .collect()
         };
         let triggered = needs.as_ref().is_none_or(|n| n.iter().all(|p| passes_fired.iter().any(|f| f == p)));
-        // `oatest.fault.fallback`: the fault of an optimized run in which not every needed pass fired
-        let fault = meta("oatest.fault").filter(|_| triggered).or_else(|| meta("oatest.fault.fallback"));
+        // `oatest.fault.without` = `Op=fault`: a graph without an `Op` node fails that other way instead
+        let without = meta("oatest.fault.without").and_then(|w| w.split_once('=')).filter(|(op, _)| {
+            !m.graph.node_ids().any(|id| m.graph.node(id).op.name == *op)
+        });
+        let fault = meta("oatest.fault").filter(|_| triggered).map(|f| without.map_or(f, |(_, other)| other));
         // `crash_once`: the first optimized run crashes, later ones do not (a flaky crash); the file named by
         // `oatest.fault.marker` remembers the first run across worker restarts
         let fault = match (fault, meta("oatest.fault.marker")) {
