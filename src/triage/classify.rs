@@ -18,8 +18,8 @@ pub enum Class {
     /// it crashes, fails or hangs where the unoptimized run does not, and disabling the culprits cures it.
     #[default]
     Optimizer,
-    /// The unoptimized run deviates from ONNX semantics and the optimized one does not: a real compiler bug,
-    /// but not of the passes that fired.
+    /// The unoptimized run deviates from ONNX semantics and the optimized one does not, or the unoptimized
+    /// run crashes or fails as well: a real compiler bug, but not of the passes that fired.
     Reference,
     /// Both runs are within the dtype's tolerance of the semantic reference: rounding, not a bug.
     Precision,
@@ -60,8 +60,8 @@ impl Class {
         match self {
             Class::Optimizer => "a bug of the culprit passes: the optimized run deviates from ONNX semantics",
             Class::Reference => {
-                "the unoptimized run deviates from ONNX semantics (onnx.reference) and the optimized one does not: \
-                 a compiler bug, but not of the passes that fired"
+                "the unoptimized run deviates from ONNX semantics (onnx.reference), or fails too: a compiler bug, \
+                 but not of the passes that fired"
             }
             Class::Precision => "both runs are within the dtype's tolerance of ONNX semantics: rounding, not a bug",
             Class::Nonfinite => "the runs differ only where the expected value is NaN or infinite",

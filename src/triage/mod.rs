@@ -195,9 +195,18 @@ fn class_of(
     shown: Option<&Outcome>,
 ) -> (Class, String) {
     if !confirmed {
-        // the original's own unoptimized run may break the model's contract (then it is no finding at all)
+        // the original's own unoptimized run may fail too (a compiler bug, not the optimizer's), or break the
+        // model's contract (then it is no finding at all)
         let model = r.finding.bytes(case);
         let plain = r.run(&model, &case.feeds, &r.finding.reference.clone());
+        if plain.status != Status::Ok {
+            let why = format!(
+                "the unoptimized run fails too ({}: {}): a bug of the compiler, not of an optimization pass",
+                plain.status.kind(),
+                plain.status.message().chars().take(200).collect::<String>()
+            );
+            return (Class::Reference, why);
+        }
         if r.finding.raw.is_none() {
             if let Some(why) = classify::contract_violation(&case.model, &plain) {
                 return (Class::Undecided, why);
