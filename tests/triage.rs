@@ -107,12 +107,15 @@ fn findings_that_differ_only_in_context_are_one_bug_and_export_as_a_suite() {
     let t = oatest(&["triage", out.to_str().unwrap()]);
     assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
     let bugs: Vec<_> = std::fs::read_dir(out.join("bugs")).unwrap().map(|e| e.unwrap().path()).collect();
-    assert_eq!(bugs.len(), 1, "one bug: {bugs:?}");
-    let bug = json(&bugs[0].join("bug.json"));
+    assert_eq!(bugs.iter().filter(|b| b.is_dir()).count(), 1, "one bug: {bugs:?}");
+    let bug = json(&bugs.iter().find(|b| b.is_dir()).unwrap().join("bug.json"));
     let findings = std::fs::read_dir(out.join("findings")).unwrap().count();
     assert!(findings >= 3);
     assert_eq!(bug["findings"].as_array().unwrap().len(), findings, "every finding is counted under the bug");
     assert_eq!(bug["triage"]["nodes"], 2, "the representative is the smallest");
+    let index = std::fs::read_to_string(out.join("bugs/README.md")).unwrap();
+    let name = bugs.iter().find(|b| b.is_dir()).unwrap().file_name().unwrap().to_string_lossy().to_string();
+    assert!(index.contains("## optimizer (1 entries)") && index.contains(&format!("[{name}]({name}/report.md)")), "{index}");
     // every finding was triaged by the campaign itself; the later ones by a cheap check against the entry
     let s = json(&out.join("stats.json"));
     assert_eq!(s["findings_untriaged"], 0, "{s}");

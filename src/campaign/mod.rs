@@ -205,6 +205,9 @@ pub fn run(
         let left = t.finish();
         triaged(&t, &mut stats, &mut progress);
         stats.findings_untriaged = left as u64;
+        if let Err(e) = crate::triage::index::write(&settings.out) {
+            progress.note(&format!("cannot write bugs/README.md: {e:#}"));
+        }
         if left > 0 {
             progress.note(&format!(
                 "{left} findings are not triaged yet: oatest triage {} does the rest",

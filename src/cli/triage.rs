@@ -117,5 +117,7 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
     println!(
         "triaged {done} findings: {new} new entries (bugs/ holds optimizer bugs; other classes have their own folders)"
     );
+    let listed = triage::index::write(&a.run)?;
+    println!("index of {listed} entries by class and culprit: {}", a.run.join("bugs/README.md").display());
     Ok(())
 }

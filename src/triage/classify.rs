@@ -284,17 +284,19 @@ mod tests {
 
     #[test]
     fn classes_follow_which_side_deviates_from_the_semantic_reference() {
-        let oracle = Oracle { tolerance: 1e-3 };
+        let oracle = Oracle { tolerance: crate::oracle::Tolerance::default() };
+        let h = Hints::default();
         let (truth, off) = (run(out(&[2], &[1.0, 2.0])), run(out(&[2], &[1.0, 2.5])));
-        let class = |u: &Outcome, o: &Outcome| classify(&oracle, u, o, Ok(&truth)).class;
+        let class = |u: &Outcome, o: &Outcome| classify(&oracle, &h, u, o, Ok(&truth)).class;
         assert_eq!(class(&truth, &off), Class::Optimizer);
         assert_eq!(class(&off, &truth), Class::Reference);
         assert_eq!(class(&off, &run(out(&[2], &[1.0, 1.5]))), Class::Undecided);
-        assert_eq!(classify(&oracle, &truth, &off, Err("no onnx")).class, Class::Undecided);
+        assert_eq!(classify(&oracle, &h, &truth, &off, Err("no onnx")).class, Class::Undecided);
         let nan = run(out(&[2], &[f32::NAN, 2.0]));
         let inf = run(out(&[2], &[f32::INFINITY, 2.0]));
-        assert_eq!(classify(&oracle, &nan, &inf, Ok(&nan)).class, Class::Nonfinite);
+        assert_eq!(classify(&oracle, &h, &nan, &inf, Ok(&nan)).class, Class::Nonfinite);
         // a NaN where the true value is finite is a wrong result, not a NaN-handling difference
-        assert_eq!(classify(&oracle, &truth, &run(out(&[2], &[f32::NAN, 2.0])), Ok(&truth)).class, Class::Optimizer);
+        let wrong_nan = run(out(&[2], &[f32::NAN, 2.0]));
+        assert_eq!(classify(&oracle, &h, &truth, &wrong_nan, Ok(&truth)).class, Class::Optimizer);
     }
 }

@@ -6,6 +6,7 @@ pub mod classify;
 pub mod dd;
 mod enablers;
 pub mod export;
+pub mod index;
 mod load;
 pub mod reduce;
 pub mod report;
