@@ -70,6 +70,8 @@ pub struct Verdict {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Measure {
     /// The largest relative difference `|a-b|/|ref|` (over elements with a nonzero finite reference).
+    /// Infinite when a value became ±Inf or NaN: JSON writes that as null, which reads back as infinite.
+    #[serde(deserialize_with = "null_as_infinite")]
     pub max_rel: f64,
     /// The largest ULP distance over float16/bfloat16 outputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -80,6 +82,11 @@ pub struct Measure {
     /// Elements beyond the tolerance, of `elements` compared.
     pub exceeding: usize,
     pub elements: usize,
+}
+
+/// A float that JSON may hold as null (serde_json writes non-finite floats so): null reads as +Inf.
+fn null_as_infinite<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
 }
 
 /// What the oracle concluded about one test.

@@ -341,3 +341,14 @@ fn tolerances_read_older_checkpoints_and_round_trip() {
     assert_eq!(t.float_rule(DType::I32), None);
     assert!(Tolerance { atol: Some(-1.0), ..t }.validate().is_err());
 }
+
+#[test]
+fn a_verdict_with_an_infinite_relative_difference_reads_back_from_json() {
+    // an output that became Inf: max_rel is infinite, which JSON can only write as null
+    let m = Measure { max_rel: f64::INFINITY, ulps: None, steps: Some(0), exceeding: 1, elements: 70 };
+    let text = serde_json::to_string(&m).unwrap();
+    assert!(text.contains("\"max_rel\":null"), "{text}");
+    let back: Measure = serde_json::from_str(&text).expect("a finding's meta.json must load");
+    assert!(back.max_rel.is_infinite());
+    assert_eq!(back.exceeding, 1);
+}
