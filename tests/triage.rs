@@ -115,7 +115,10 @@ fn findings_that_differ_only_in_context_are_one_bug_and_export_as_a_suite() {
     assert_eq!(bug["triage"]["nodes"], 2, "the representative is the smallest");
     let index = std::fs::read_to_string(out.join("bugs/README.md")).unwrap();
     let name = bugs.iter().find(|b| b.is_dir()).unwrap().file_name().unwrap().to_string_lossy().to_string();
-    assert!(index.contains("## optimizer (1 entries)") && index.contains(&format!("[{name}]({name}/report.md)")), "{index}");
+    assert!(
+        index.contains("## optimizer (1 entries)") && index.contains(&format!("[{name}]({name}/report.md)")),
+        "{index}"
+    );
     // every finding was triaged by the campaign itself; the later ones by a cheap check against the entry
     let s = json(&out.join("stats.json"));
     assert_eq!(s["findings_untriaged"], 0, "{s}");

@@ -85,9 +85,9 @@ impl Target for FaultTarget {
         };
         let triggered = needs.as_ref().is_none_or(|n| n.iter().all(|p| passes_fired.iter().any(|f| f == p)));
         // `oatest.fault.without` = `Op=fault`: a graph without an `Op` node fails that other way instead
-        let without = meta("oatest.fault.without").and_then(|w| w.split_once('=')).filter(|(op, _)| {
-            !m.graph.node_ids().any(|id| m.graph.node(id).op.name == *op)
-        });
+        let without = meta("oatest.fault.without")
+            .and_then(|w| w.split_once('='))
+            .filter(|(op, _)| !m.graph.node_ids().any(|id| m.graph.node(id).op.name == *op));
         let fault = meta("oatest.fault").filter(|_| triggered).map(|f| without.map_or(f, |(_, other)| other));
         // `crash_once`: the first optimized run crashes, later ones do not (a flaky crash); the file named by
         // `oatest.fault.marker` remembers the first run across worker restarts

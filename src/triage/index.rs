@@ -30,7 +30,9 @@ pub fn write(run: &Path) -> anyhow::Result<usize> {
         if rows.is_empty() {
             continue;
         }
-        rows.sort_by(|a, b| (&a.0, std::cmp::Reverse(a.2.findings.len())).cmp(&(&b.0, std::cmp::Reverse(b.2.findings.len()))));
+        rows.sort_by(|a, b| {
+            (&a.0, std::cmp::Reverse(a.2.findings.len())).cmp(&(&b.0, std::cmp::Reverse(b.2.findings.len())))
+        });
         let _ = writeln!(s, "## {} ({} entries): {}\n", class, rows.len(), class.meaning());
         let _ = writeln!(s, "| culprit | enabled by | symptom | nodes | findings | entry |");
         let _ = writeln!(s, "|---|---|---|---|---|---|");

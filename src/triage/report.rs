@@ -38,18 +38,9 @@ pub fn file(
     let dir = bugs.join(&t.signature);
     let path = dir.join("bug.json");
     if path.exists() {
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        let mut rec: BugRecord =
-            serde_json::from_str(&text).with_context(|| format!("{}: not a bug record", path.display()))?;
-        if !rec.findings.contains(&f.source) {
-            rec.findings.push(f.source.clone());
-        }
-        let smaller = t.confirmed && (!rec.triage.confirmed || t.nodes < rec.triage.nodes);
-        if smaller {
-            let findings = rec.findings.clone();
-            write(&dir, f, t, m, tolerance, findings)?;
-        } else {
-            write_atomic(&path, serde_json::to_string_pretty(&rec)?.as_bytes())?;
+        let rec = add_finding(&dir, &f.source)?;
+        if t.confirmed && (!rec.triage.confirmed || t.nodes < rec.triage.nodes) {
+            write(&dir, f, t, m, tolerance, rec.findings)?;
         }
         return Ok((dir, false));
     }
@@ -57,8 +48,9 @@ pub fn file(
     Ok((dir, true))
 }
 
-/// Adds a finding (its source) to the entry in `dir` (its bug.json), unless it is already listed.
-pub fn add_finding(dir: &Path, source: &str) -> anyhow::Result<()> {
+/// Adds a finding (its source) to the entry in `dir` (its bug.json), unless it is already listed; returns the
+/// record as it now is.
+pub fn add_finding(dir: &Path, source: &str) -> anyhow::Result<BugRecord> {
     let path = dir.join("bug.json");
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut rec: BugRecord =
@@ -67,7 +59,7 @@ pub fn add_finding(dir: &Path, source: &str) -> anyhow::Result<()> {
         rec.findings.push(source.to_string());
         write_atomic(&path, serde_json::to_string_pretty(&rec)?.as_bytes())?;
     }
-    Ok(())
+    Ok(rec)
 }
 
 /// Writes a bug directory (every file atomically, bug.json last).

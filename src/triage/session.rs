@@ -30,16 +30,10 @@ impl Session {
         let triaged = if known { crate::finding::finding_dirs(run, false).unwrap_or_default() } else { Vec::new() };
         for dir in triaged {
             let (Ok(meta), Some(filed)) = (crate::finding::load_meta(&dir), load_filed(&dir)) else { continue };
-            let list = entries.entry(meta.signature).or_default();
-            match list.iter_mut().find(|(_, e)| e.bug_dir == filed.bug_dir) {
-                Some((n, e)) => {
-                    *n += 1;
-                    // a finding triaged in full describes its entry better than one attached to it
-                    if e.triage.method == ATTACHED && filed.triage.method != ATTACHED {
-                        *e = filed;
-                    }
-                }
-                None => list.push((1, filed)),
+            let e = count(entries.entry(meta.signature).or_default(), &filed);
+            // a finding triaged in full describes its entry better than one attached to it
+            if e.triage.method == ATTACHED && filed.triage.method != ATTACHED {
+                *e = filed;
             }
         }
         Session { run: run.to_path_buf(), oracle, limits, semantic: Semantic::new(background), entries }
@@ -51,30 +45,31 @@ impl Session {
         let coarse = crate::finding::load_meta(dir)?.signature;
         let mut known = self.entries.get(&coarse).cloned().unwrap_or_default();
         known.sort_by_key(|(n, _)| std::cmp::Reverse(*n));
-        for (k, (_, entry)) in known.iter().enumerate().take(MAX_TRIES) {
-            if let Some(f) = self.attach(dir, worker, entry)? {
-                if let Some(list) = self.entries.get_mut(&coarse) {
-                    if let Some(e) = list.iter_mut().find(|(_, e)| e.bug_dir == known[k].1.bug_dir) {
-                        e.0 += 1;
-                    }
-                }
-                return Ok(Some(f));
+        // loaded once for every entry it is checked against (None: cross-target, nothing to attach)
+        let finding = if known.is_empty() { None } else { Finding::load(dir)? };
+        for (_, entry) in known.iter().take(MAX_TRIES) {
+            let Some(f) = &finding else { break };
+            if let Some(filed) = self.attach(dir, f.clone(), worker, entry)? {
+                count(self.entries.entry(coarse).or_default(), entry);
+                return Ok(Some(filed));
             }
         }
         let filed = triage_dir(dir, &self.run, worker, &mut self.semantic, self.oracle.clone(), self.limits)?;
         if let Some(f) = &filed {
-            let list = self.entries.entry(coarse).or_default();
-            match list.iter_mut().find(|(_, e)| e.bug_dir == f.bug_dir) {
-                Some(e) => e.0 += 1,
-                None => list.push((1, f.clone())),
-            }
+            count(self.entries.entry(coarse).or_default(), f);
         }
         Ok(filed)
     }
 
-    /// Attaches the finding in `dir` to `entry` when the cheap check confirms it; `Ok(None)` when it does not.
-    fn attach(&mut self, dir: &Path, worker: &mut Worker, entry: &Filed) -> anyhow::Result<Option<Filed>> {
-        let Some(finding) = Finding::load(dir)? else { return Ok(None) };
+    /// Attaches `finding` (of directory `dir`) to `entry` when the cheap check confirms it; `Ok(None)` when it
+    /// does not.
+    fn attach(
+        &mut self,
+        dir: &Path,
+        finding: Finding,
+        worker: &mut Worker,
+        entry: &Filed,
+    ) -> anyhow::Result<Option<Filed>> {
         let nodes = finding.case.model.graph.node_count();
         let case = finding.case.clone();
         let mut r = Reproducer::new(worker, self.oracle.clone(), finding, Some(&mut self.semantic));
@@ -94,6 +89,16 @@ impl Session {
         crate::util::write_atomic(&dir.join("triage.json"), serde_json::to_string_pretty(&filed)?.as_bytes())?;
         Ok(Some(filed))
     }
+}
+
+/// Counts one more finding of the entry `filed` names in `list` (adding it when new); returns that entry.
+fn count<'a>(list: &'a mut Vec<(usize, Filed)>, filed: &Filed) -> &'a mut Filed {
+    match list.iter().position(|(_, e)| e.bug_dir == filed.bug_dir) {
+        Some(i) => list[i].0 += 1,
+        None => list.push((1, filed.clone())),
+    }
+    let i = list.iter().position(|(_, e)| e.bug_dir == filed.bug_dir).expect("just counted");
+    &mut list[i].1
 }
 
 /// How many entries of its coarse signature a finding is checked against before it is triaged in full.
