@@ -7,7 +7,12 @@ documented (ORT's docs/ContribOperators.md) are defined here in numpy, in float3
 QuantizeLinear/DequantizeLinear (the ONNX ops' meaning), Gelu, BiasGelu, FastGelu, FusedMatMul, QLinearAdd.
 Any other unknown op makes the evaluator fail, and triage calls the inconsistency undecided.
 
-`run(model_bytes, inputs)`: inputs and outputs are serialized ONNX TensorProtos. Outputs are converted to the
+`run(model_bytes, inputs, widen_half=False)`: inputs and outputs are serialized ONNX TensorProtos. With `widen_half`, every
+float16/bfloat16 tensor of the model (inputs, initializers, constants, value types, Cast targets, dtype
+attributes, in subgraphs and functions too) is float32 instead, and the outputs are rounded to their declared
+16-bit type only at the end: the model as a compiler computes it when it skips the intermediate 16-bit roundings
+(ONNX Runtime's CPU provider runs 16-bit float ops in float32 through casts it inserts). Triage compares an
+optimized run with it to tell a skipped rounding from a wrong result. Outputs are converted to the
 element type the model declares for them when the evaluator returns another numpy type (it keeps Python scalars
 and some ops' results in float64); an output whose type the model does not declare is returned as computed.
 """
@@ -137,21 +142,78 @@ def _as_declared(value, elem_type: int):
     return array.astype(want)
 
 
-def run(model_bytes: bytes, inputs: list) -> dict:
+_HALF = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+# attributes that name an element type
+_DTYPE_ATTRS = ("to", "dtype")
+
+
+def _widen_tensor(t: onnx.TensorProto) -> None:
+    if t.data_type in _HALF:
+        wide = numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name)
+        t.CopyFrom(wide)
+
+
+def _widen_type(tp: onnx.TypeProto) -> None:
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type" and tp.tensor_type.elem_type in _HALF:
+        tp.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    elif kind == "sequence_type":
+        _widen_type(tp.sequence_type.elem_type)
+    elif kind == "optional_type":
+        _widen_type(tp.optional_type.elem_type)
+
+
+def _widen_nodes(nodes) -> None:
+    for node in nodes:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.INT and a.name in _DTYPE_ATTRS and a.i in _HALF:
+                a.i = onnx.TensorProto.FLOAT
+            elif a.type == onnx.AttributeProto.TENSOR:
+                _widen_tensor(a.t)
+            elif a.type == onnx.AttributeProto.GRAPH:
+                _widen_graph(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    _widen_graph(g)
+
+
+def _widen_graph(g: onnx.GraphProto) -> None:
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        _widen_type(v.type)
+    for t in g.initializer:
+        _widen_tensor(t)
+    _widen_nodes(g.node)
+
+
+def widen(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` with every float16/bfloat16 tensor float32 (see the module's docstring)."""
+    wide = onnx.ModelProto()
+    wide.CopyFrom(model)
+    _widen_graph(wide.graph)
+    for f in wide.functions:
+        _widen_nodes(f.node)
+    return wide
+
+
+def run(model_bytes: bytes, inputs: list, widen_half: bool = False) -> dict:
     try:
         model = onnx.load_from_string(model_bytes)
+        declared = _declared(model)
         feeds = {}
         for raw in inputs:
             t = onnx.TensorProto()
             t.ParseFromString(raw)
             feeds[t.name] = numpy_helper.to_array(t)
+            if widen_half and t.data_type in _HALF:
+                feeds[t.name] = feeds[t.name].astype(np.float32)
+        if widen_half:
+            model = widen(model)
         with warnings.catch_warnings():
             # numpy's overflow and invalid-value warnings are values (Inf, NaN), not failures
             warnings.simplefilter("ignore")
             with np.errstate(all="ignore"):
                 evaluator = ReferenceEvaluator(model, new_ops=CONTRIB_OPS)
                 values = evaluator.run(None, feeds)
-        declared = _declared(model)
         outputs = []
         for name, value in zip(evaluator.output_names, values):
             array = _as_declared(value, declared.get(name, 0))

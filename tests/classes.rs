@@ -1,7 +1,7 @@
 //! Which side of an inconsistency is wrong: triage asks the semantic reference (onnx.reference) and files each
 //! finding by class. The fault target computes a model's true values and misbehaves on request (shifting the
 //! optimized or the unoptimized run, or both, or turning NaN into Inf), so every class has a model whose
-//! answer is known; a real ONNX Runtime float16 case shows the `reference` class on the real compiler.
+//! answer is known; real ONNX Runtime float16 cases show the `reference` and `widened` classes on the real compiler.
 
 mod common;
 use common::{chain_model, json, oatest};
@@ -101,6 +101,34 @@ fn ort_float16_matmul_cast_identity_is_the_reference_side() {
     let bug = reduce(dir.path(), &onnx::encode_model(&Model::new(g)), "ort", &[]);
     assert_eq!(bug["symptom"], "inconsistency", "{bug}");
     assert_eq!(bug["triage"]["class"], "reference", "{bug}");
+}
+
+/// The other way round (ONNX Runtime 1.31.1, a 30-minute campaign): `MatMul(float16) -> Identity -> Cast(to
+/// float)`. Unoptimized, the Identity keeps ORT's inserted casts apart and the Cast sees the rounded float16
+/// product (right); optimized, EliminateIdentity lets the inserted `Cast(to float16)` and the model's
+/// `Cast(to float)` merge, so the output is the unrounded float32 product. The optimized side deviates from
+/// ONNX semantics, but only by a skipped 16-bit rounding: class `widened`, not a bug of EliminateIdentity.
+#[test]
+fn ort_float16_matmul_identity_cast_skipping_the_rounding_is_widened() {
+    let mut g = Graph::new("matmul_identity_cast");
+    let h = TensorType::new(DType::F16, &[1, 1]);
+    g.add_input("x", h);
+    g.add_node(Node::new("mm", OpId::onnx("MatMul"), vec!["x".into(), "x".into()], vec!["m".into()])).unwrap();
+    g.add_node(Node::new("id", OpId::onnx("Identity"), vec!["m".into()], vec!["i".into()])).unwrap();
+    let mut cast = Node::new("cast", OpId::onnx("Cast"), vec!["i".into()], vec!["c".into()]);
+    cast.attrs.insert("to".into(), oatest::graph::Attr::Int(1));
+    g.add_node(cast).unwrap();
+    g.add_output("c", TensorType::new(DType::F32, &[1, 1]));
+    let dir = tempfile::tempdir().unwrap();
+    // x = 2.4568 (float16 2.45703125): x*x = 6.0370..., in float16 6.03515625
+    let inputs = dir.path().join("inputs");
+    std::fs::create_dir_all(&inputs).unwrap();
+    let x = Tensor::from_f64s(DType::F16, &[1, 1], &[2.45703125]);
+    std::fs::write(inputs.join("input_0.pb"), onnx::encode_tensor("x", &x)).unwrap();
+    let bug = reduce(dir.path(), &onnx::encode_model(&Model::new(g)), "ort", &["--inputs", inputs.to_str().unwrap()]);
+    assert_eq!(bug["symptom"], "inconsistency", "{bug}");
+    assert_eq!(bug["triage"]["class"], "widened", "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("skips 16-bit roundings"), "{bug}");
 }
 
 /// ONNX Runtime 1.31.1 (found by oatest, seed 1): `basic` fails with "Node input ... is not a graph input" after

@@ -71,3 +71,36 @@ def test_an_unknown_contrib_op_is_an_error_not_a_guess():
     m = model(ms("Attention", ["x"]), {"x": X}, [])
     r = ref.run(m, [nh.from_array(X, "x").SerializeToString()])
     assert r["status"] == "error" and "Attention" in r["message"]
+
+
+def test_widening_skips_every_16_bit_rounding_but_the_outputs():
+    """`widen_half` computes a float16 model in float32 (initializers, Cast targets and inputs included) and
+    rounds only the declared float16 outputs: the values a compiler gives that skips the inner roundings."""
+    w = nh.from_array(np.array([[1.0009765625]], np.float16), "w")
+    nodes = [
+        h.make_node("MatMul", ["x", "w"], ["m"]),
+        h.make_node("Cast", ["m"], ["c"], to=T.FLOAT),
+        h.make_node("Cast", ["c"], ["back"], to=T.FLOAT16),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "g",
+        [h.make_tensor_value_info("x", T.FLOAT16, [1, 1])],
+        [h.make_tensor_value_info("c", T.FLOAT, [1, 1]), h.make_tensor_value_info("back", T.FLOAT16, [1, 1])],
+        [w],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    x = np.array([[2.45703125]], np.float16)
+    feeds = [nh.from_array(x, "x").SerializeToString()]
+    exact = x.astype(np.float32) * np.float32(1.0009765625)
+
+    def outputs(widen):
+        r = ref.run(model, feeds, widen)
+        assert r["status"] == "ok", r["message"]
+        return [nh.to_array(onnx.load_tensor_from_string(b)) for b in r["outputs"]]
+
+    c, back = outputs(False)
+    assert c[0, 0] == np.float32(np.float16(exact[0, 0])) and back.dtype == np.float16
+    c, back = outputs(True)
+    assert c[0, 0] == exact[0, 0] != np.float32(np.float16(exact[0, 0]))
+    assert back.dtype == np.float16 and back[0, 0] == np.float16(exact[0, 0])

@@ -244,6 +244,10 @@ pub trait Target {
     fn run(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome;
 }
 
+/// The semantic reference's (`onnxref`) pseudo-pass: a configuration that disables it evaluates the model with
+/// every 16-bit float widened to float32, rounding only the outputs to their declared type.
+pub const HALF_ROUNDING: &str = "half-precision-rounding";
+
 /// Which target a worker hosts, and what it needs to start.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TargetKind {

@@ -1,7 +1,10 @@
 //! The semantic reference as a target: onnx's `onnx.reference.ReferenceEvaluator` (python/oatest_onnxref.py,
 //! compiled into the binary) in the worker's embedded interpreter. It has no optimizer: every configuration is
 //! the same plain evaluation of the model as the ONNX specification defines it, in the graph's own dtypes.
-//! Triage asks it which side of an inconsistency is wrong; it is never a campaign's default target.
+//! Triage asks it which side of an inconsistency is wrong; it is never a campaign's default target. A
+//! configuration that disables [`super::HALF_ROUNDING`] evaluates the model with every 16-bit float widened to float32
+//! (outputs rounded to their declared type at the end): what a compiler computes when it skips the intermediate
+//! roundings.
 
 use super::{Config, NamedTensor, Outcome, Status, Target};
 use crate::graph::onnx::{decode_tensor, encode_tensor};
@@ -45,9 +48,10 @@ impl Target for OnnxRefTarget {
     fn run(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome {
         let start = Instant::now();
         let wire: Vec<Vec<u8>> = inputs.iter().map(|t| encode_tensor(&t.name, &t.tensor)).collect();
+        let widen = config.disabled.iter().any(|p| p == super::HALF_ROUNDING);
         let result = Python::attach(|py| -> PyResult<(String, String, Vec<Vec<u8>>)> {
             let wire: Vec<Bound<'_, PyBytes>> = wire.iter().map(|b| PyBytes::new(py, b)).collect();
-            let r = self.module.bind(py).getattr("run")?.call1((PyBytes::new(py, model), wire))?;
+            let r = self.module.bind(py).getattr("run")?.call1((PyBytes::new(py, model), wire, widen))?;
             Ok((r.get_item("status")?.extract()?, r.get_item("message")?.extract()?, r.get_item("outputs")?.extract()?))
         });
         let time_ms = start.elapsed().as_secs_f64() * 1e3;

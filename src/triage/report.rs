@@ -198,6 +198,7 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -
     let what = match (f.symptom, t.class) {
         (Symptom::Inconsistency, Class::Reference) => "computes wrong results without optimization, right ones",
         (Symptom::Inconsistency, Class::Precision) => "rounds differently",
+        (Symptom::Inconsistency, Class::Widened) => "skips float16 roundings",
         (Symptom::Inconsistency, Class::Nonfinite) => "differs in NaN/Inf results",
         (Symptom::Inconsistency, Class::Undecided) => "computes different results",
         (Symptom::Crash, _) => "crashes",
