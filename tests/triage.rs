@@ -192,3 +192,62 @@ fn a_crash_is_recognized_by_its_signal_so_reduction_cannot_slide_to_another() {
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("SIGSEGV") && !report.contains("SIGABRT"), "{report}");
 }
+
+/// One bug, two culprit sets: the same crash (SIGSEGV) needs FuseSigmoid with FuseExp in one test and with
+/// FuseTanh in another; it is one entry that lists both sets. A crash of another kind (SIGABRT) sharing the
+/// pass, and a wrong result sharing it, stay entries of their own.
+#[test]
+fn a_bug_seen_with_several_culprit_sets_is_one_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let (seeds, out) = (dir.path().join("seeds"), dir.path().join("run"));
+    std::fs::create_dir_all(&seeds).unwrap();
+    let cases: [(&[&str], &str, &str); 4] = [
+        (&["Relu", "Sigmoid", "Exp"], "segfault", "FuseSigmoid;FuseExp"),
+        (&["Tanh", "Sigmoid", "Neg"], "segfault", "FuseSigmoid;FuseTanh"),
+        (&["Sigmoid", "Abs", "Relu"], "abort", "FuseSigmoid;FuseAbs"),
+        (&["Sigmoid", "Softsign"], "wrong", "FuseSigmoid;FuseSoftsign"),
+    ];
+    for (i, (ops, fault, needs)) in cases.iter().enumerate() {
+        std::fs::write(seeds.join(format!("case{i}.onnx")), chain(ops, fault, needs)).unwrap();
+    }
+    let o = oatest(&[
+        "fuzz",
+        "--target",
+        "fault",
+        "--mode",
+        "random",
+        "--tests",
+        "24",
+        "--jobs",
+        "1",
+        "--seeds",
+        seeds.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let entries: Vec<serde_json::Value> = std::fs::read_dir(out.join("bugs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .map(|p| json(&p.join("bug.json")))
+        .collect();
+    let summary: Vec<String> =
+        entries.iter().map(|b| format!("{} {} {}", b["symptom"], b["triage"]["culprits"], b["culprit_sets"])).collect();
+    assert_eq!(entries.len(), 3, "{summary:#?}");
+    let segv = entries.iter().find(|b| b["triage"]["detail"].as_str().unwrap().contains("SIGSEGV")).unwrap();
+    let sets: BTreeSet<BTreeSet<String>> = segv["culprit_sets"].as_array().unwrap().iter().map(set).collect();
+    let expected: BTreeSet<BTreeSet<String>> = [["FuseExp", "FuseSigmoid"], ["FuseSigmoid", "FuseTanh"]]
+        .iter()
+        .map(|s| s.iter().map(|p| p.to_string()).collect())
+        .collect();
+    assert_eq!(sets, expected, "{summary:#?}");
+    let segv_findings = std::fs::read_dir(out.join("findings"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with("-crash"))
+        .filter(|e| json(&e.as_ref().unwrap().path().join("outcome.json")).to_string().contains("SIGSEGV"))
+        .count();
+    assert_eq!(segv["findings"].as_array().unwrap().len(), segv_findings);
+    let index = std::fs::read_to_string(out.join("bugs/README.md")).unwrap();
+    assert!(index.contains("(and 1 other culprit set)"), "{index}");
+}

@@ -24,7 +24,12 @@ pub fn write(run: &Path) -> anyhow::Result<usize> {
             let Ok(rec) = serde_json::from_str::<BugRecord>(&text) else { continue };
             let faulty: Vec<&str> =
                 rec.triage.culprits.iter().filter(|p| !rec.triage.enablers.contains(p)).map(|p| p.as_str()).collect();
-            let culprit = if faulty.is_empty() { "(none)".to_string() } else { faulty.join(" + ") };
+            let mut culprit = if faulty.is_empty() { "(none)".to_string() } else { faulty.join(" + ") };
+            // one bug seen with several culprit sets (super::related)
+            if rec.culprit_sets.len() > 1 {
+                let others = rec.culprit_sets.len() - 1;
+                culprit.push_str(&format!(" (and {others} other culprit set{})", if others == 1 { "" } else { "s" }));
+            }
             rows.push((culprit, e.file_name().to_string_lossy().into_owned(), rec));
         }
         if rows.is_empty() {

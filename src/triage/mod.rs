@@ -9,6 +9,7 @@ pub mod export;
 pub mod index;
 mod load;
 pub mod reduce;
+pub mod related;
 pub mod report;
 mod reproduce;
 pub mod session;
@@ -27,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Everything triage learned about one finding.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Triaged {
     pub signature: String,
     /// What the finding is (which side is wrong; only `optimizer` is filed under bugs/).
@@ -264,8 +265,15 @@ pub fn triage_dir(
 ) -> anyhow::Result<Option<Filed>> {
     let Some(finding) = Finding::load(dir)? else { return Ok(None) };
     let mut r = Reproducer::new(worker, oracle.clone(), finding, Some(semantic));
-    let (t, m) = triage(&mut r, limits);
-    let (bug_dir, new_bug) = report::file(&run.join(t.class.folder()), &r.finding, &t, &m, oracle.tolerance)?;
+    let (mut t, m) = triage(&mut r, limits);
+    let folder = run.join(t.class.folder());
+    // one bug seen with another culprit set joins its entry
+    if let Some(sig) = related::find(&folder, &r.finding.target, r.finding.symptom, &t) {
+        let note = format!("filed with {sig}: same symptom and passes {}", related::key_passes(&t).join(" + "));
+        t.dd_note = Some(t.dd_note.map_or(note.clone(), |n| format!("{n}; {note}")));
+        t.signature = sig;
+    }
+    let (bug_dir, new_bug) = report::file(&folder, &r.finding, &t, &m, oracle.tolerance)?;
     let filed = Filed { signature: t.signature.clone(), bug_dir: bug_dir.display().to_string(), new_bug, triage: t };
     crate::util::write_atomic(&dir.join("triage.json"), serde_json::to_string_pretty(&filed)?.as_bytes())?;
     Ok(Some(filed))

@@ -25,6 +25,9 @@ pub struct BugRecord {
     pub representative: String,
     /// Every finding with this signature (sources).
     pub findings: Vec<String>,
+    /// Every faulty pass set this bug was seen with (sorted sets; [`super::related`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub culprit_sets: Vec<Vec<String>>,
 }
 
 /// Files a triaged finding under `bugs/<signature>/`; returns the directory and whether the bug is new.
@@ -42,9 +45,11 @@ pub fn file(
         if t.confirmed && (!rec.triage.confirmed || t.nodes < rec.triage.nodes) {
             write(&dir, f, t, m, tolerance, rec.findings)?;
         }
+        super::related::note_culprits(&dir, t)?;
         return Ok((dir, false));
     }
     write(&dir, f, t, m, tolerance, vec![f.source.clone()])?;
+    super::related::note_culprits(&dir, t)?;
     Ok((dir, true))
 }
 
@@ -103,6 +108,12 @@ pub fn write(
         triage: t.clone(),
         representative: f.source.clone(),
         findings,
+        // a new representative keeps the culprit sets seen so far
+        culprit_sets: std::fs::read_to_string(dir.join("bug.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<BugRecord>(&text).ok())
+            .map(|rec| rec.culprit_sets)
+            .unwrap_or_default(),
     };
     write_atomic(&dir.join("bug.json"), serde_json::to_string_pretty(&rec)?.as_bytes())
 }

@@ -18,7 +18,7 @@ fn rules_of(pass: &str) -> &'static [&'static str] {
 }
 
 /// How a crash died, from its message: `signal N`, or the normalized message of another abnormal end.
-fn crash_kind(message: &str) -> String {
+pub(crate) fn crash_kind(message: &str) -> String {
     match message.strip_prefix("killed by signal ") {
         Some(rest) => format!("signal {}", rest.split_whitespace().next().unwrap_or_default()),
         None => crate::finding::signature::normalize(message.lines().next().unwrap_or_default()),
