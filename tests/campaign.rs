@@ -455,3 +455,45 @@ fn shards_run_disjoint_slices_resume_as_shards_and_merge_into_the_unsharded_camp
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && e.contains("other") && e.contains("seed"), "{e}");
 }
+
+/// A reference that is not bit-for-bit deterministic (it varies by a few 1e-7 from run to run, as parallel
+/// reductions do) does not hide a wrong optimized result far beyond that spread: the finding stands, is
+/// triaged to its culprit, and says why; a model whose runs vary wildly everywhere stays under flaky/.
+#[test]
+fn a_wrong_result_far_beyond_a_noisy_references_spread_is_a_finding() {
+    let dir = tempfile::tempdir().unwrap();
+    let (seeds, out) = (dir.path().join("seeds"), dir.path().join("run"));
+    std::fs::create_dir_all(&seeds).unwrap();
+    let noisy_wrong = common::chain_model(&["Relu", "Sigmoid"], &[4, 6], Some(("noisy_wrong", "FuseSigmoid")));
+    std::fs::write(seeds.join("noisy_wrong.onnx"), noisy_wrong).unwrap();
+    std::fs::write(seeds.join("noisy.onnx"), fault_model(Some("noisy"))).unwrap();
+    let o = oatest(&[
+        "fuzz",
+        "--target",
+        "fault",
+        "--mode",
+        "random",
+        "--tests",
+        "8",
+        "--jobs",
+        "1",
+        "--seeds",
+        seeds.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("stats.json"));
+    assert!(s["nondeterministic"].as_u64().unwrap() > 0, "the wildly noisy model stays nondeterministic: {s}");
+    let findings: Vec<_> = std::fs::read_dir(out.join("findings")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(!findings.is_empty(), "{s}");
+    for f in &findings {
+        let outcome = std::fs::read_to_string(f.join("meta.json")).unwrap();
+        assert!(outcome.contains("the reference is nondeterministic"), "{outcome}");
+    }
+    let bugs: Vec<_> =
+        std::fs::read_dir(out.join("bugs")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    assert_eq!(bugs.len(), 1, "{bugs:?}");
+    let bug = json(&bugs[0].join("bug.json"));
+    assert_eq!(bug["triage"]["culprits"], serde_json::json!(["FuseSigmoid"]), "{bug}");
+}

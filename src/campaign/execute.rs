@@ -192,14 +192,27 @@ fn run_and_judge(
             .collect();
         let rerun = w.run_configs(&test.model, &test.inputs, &again);
         let repeated = oracle.repeats(&outcomes[0], &rerun[0]);
-        judgement.verdicts.retain(|v| {
+        judgement.verdicts.retain_mut(|v| {
             if v.symptom != Symptom::Inconsistency {
                 return true;
             }
             let again = rerun[1..].iter().find(|o| o.config.to_string() == v.config);
-            match oracle.after_rerun(repeated, &rerun[0], again, hints) {
-                Rerun::Stands => true,
-                why => {
+            let first = outcomes.iter().find(|o| o.config.to_string() == v.config);
+            let after = oracle.after_rerun(repeated, &rerun[0], again, hints);
+            // a noisy reference does not hide a deviation far beyond its own spread
+            let spread = match (after, first.zip(again)) {
+                (Rerun::Nondeterministic, Some((a, b))) => {
+                    oracle.beyond_spread(&outcomes[0], &rerun[0], &[a, b], hints)
+                }
+                _ => None,
+            };
+            match (after, spread) {
+                (Rerun::Stands, _) => true,
+                (_, Some(why)) => {
+                    v.detail = format!("{} ({why})", v.detail);
+                    true
+                }
+                (why, None) => {
                     dropped.push((v.clone(), why));
                     false
                 }

@@ -3,7 +3,8 @@
 //! `crash_once`: only the first optimized run crashes). Value faults shift float outputs: `wrong` the optimized
 //! run's by +1, `wrong_reference` the unoptimized run's by +1 (the optimized run is right), `wrong_both` +1 and
 //! -1, `skew` +k and -k (k = `oatest.fault.skew`), `nan_to_inf` turns the optimized run's NaNs into +Inf;
-//! `noisy` adds run-to-run noise in every configuration (nondeterminism). Outputs are the inputs echoed, or,
+//! `noisy` adds run-to-run noise in every configuration (nondeterminism), `noisy_wrong` is `wrong` on a reference
+//! that varies from run to run by a few 1e-7 (within the tolerance, but not bit for bit the same). Outputs are the inputs echoed, or,
 //! with `oatest.fault.compute` = `onnx`, the model's true values (onnx.reference, `python` feature). With
 //! `oatest.fault.needs` = `FuseA;FuseB` the fault is an optimizer bug with known culprits: every optimized
 //! run "fires" one pass `Fuse<Op>` per op type in the graph (unless disabled), and the fault happens only
@@ -132,7 +133,7 @@ impl Target for FaultTarget {
         // optimized run without the fault computes what the unoptimized one does
         let skew = meta("oatest.fault.skew").and_then(|k| k.parse::<f64>().ok()).unwrap_or(6e-4);
         let (plain, faulty) = match meta("oatest.fault") {
-            Some("wrong") => (0.0, 1.0),
+            Some("wrong") | Some("noisy_wrong") => (0.0, 1.0),
             Some("wrong_reference") => (1.0, 0.0),
             Some("wrong_both") => (1.0, -1.0),
             Some("skew") => (skew, -skew),
@@ -145,6 +146,15 @@ impl Target for FaultTarget {
                 .map_or(0, |d| d.subsec_nanos() % 1000 + 1) as f64,
             Some(_) if optimized => faulty,
             _ => plain,
+        };
+        // `noisy_wrong`: every run also differs from the last by a little, far within the tolerance (a reference
+        // that is not bit-for-bit deterministic, as parallel reductions are)
+        let shift = if meta("oatest.fault") == Some("noisy_wrong") {
+            static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let k = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 16 + 1;
+            shift + k as f64 * 2.5e-7
+        } else {
+            shift
         };
         let nan_to_inf = optimized && fault == Some("nan_to_inf");
         let values = if meta("oatest.fault.compute") == Some("onnx") {

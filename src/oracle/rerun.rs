@@ -16,6 +16,10 @@ pub enum Rerun {
     Flaky,
 }
 
+/// How many times the reference's own run-to-run spread an optimized run must deviate by to be believed when
+/// the reference is nondeterministic.
+pub const SPREAD_FACTOR: f64 = 10.0;
+
 /// Whether two runs gave bit-identical outputs (same names, types, shapes and values).
 pub fn same_outputs(a: &Outcome, b: &Outcome) -> bool {
     super::distance(&a.outputs, &b.outputs, Tolerance::EXACT).is_ok_and(|d| d.max == 0.0)
@@ -25,6 +29,36 @@ impl Oracle {
     /// Whether `again` repeats `first` exactly and without an inconsistency between them.
     pub fn repeats(&self, first: &Outcome, again: &Outcome) -> bool {
         self.inconsistency(first, again).is_none() && same_outputs(first, again)
+    }
+
+    /// When the reference is nondeterministic (`first` and `again` differ), whether the `optimized` runs still
+    /// clearly show an inconsistency: each is beyond the tolerance of both reference runs, and by more than
+    /// [`SPREAD_FACTOR`] times the references' own largest difference. `Some(why)` when they do: a race or an
+    /// uninitialized read in a fused kernel is then not hidden behind a slightly noisy reference.
+    pub fn beyond_spread(
+        &self,
+        first: &Outcome,
+        again: &Outcome,
+        optimized: &[&Outcome],
+        hints: &Hints,
+    ) -> Option<String> {
+        let spread = super::distance_with(&first.outputs, &again.outputs, Tolerance::EXACT, hints).ok()?.max;
+        if !spread.is_finite() || optimized.is_empty() {
+            return None;
+        }
+        let mut least = f64::INFINITY;
+        for o in optimized {
+            for r in [first, again] {
+                self.inconsistency_with(r, o, hints)?;
+                least = least.min(super::distance_with(&r.outputs, &o.outputs, self.tolerance, hints).ok()?.max);
+            }
+        }
+        (least > SPREAD_FACTOR * spread).then(|| {
+            format!(
+                "the reference is nondeterministic (its runs differ by up to {spread:e}), but the optimized runs \
+                 deviate from both by at least {least:e}, more than {SPREAD_FACTOR} times as much"
+            )
+        })
     }
 
     /// The judgement on an inconsistency after a re-run: `reference_repeated` says whether the reference(s)
