@@ -6,7 +6,7 @@ use crate::graph::{DType, Tensor, TensorData};
 use anyhow::Context;
 use ort::logging::{LogLevel, LoggerFunction};
 use ort::session::builder::GraphOptimizationLevel;
-use ort::session::{Session, SessionInputValue};
+use ort::session::{OutputSelector, RunOptions, Session, SessionInputValue};
 use ort::value::{DynValue, TensorElementType, ValueType};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -199,17 +199,14 @@ impl Target for OrtTarget {
     fn run(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome {
         let start = Instant::now();
         let log = Arc::new(Mutex::new(PassLog::default()));
-        // the ort binding asserts on values ORT should never return (e.g. an output without type info):
-        // such a panic is ORT misbehaving, reported as an error of this configuration
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.session(model, config, log.clone())
-                .map_err(|e| e.to_string())
-                .and_then(|mut s| run_session(&mut s, inputs))
-        }))
-        .unwrap_or_else(|p| {
-            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
-            Err(format!("the ort binding panicked: {}", msg.unwrap_or_default()))
-        });
+        // the ort binding asserts on values ORT should never return (e.g. an output without a value): such a
+        // panic is ORT misbehaving, reported as an error of this configuration in words that say what happened
+        let result = caught(|| self.session(model, config, log.clone()).map_err(|e| e.to_string()))
+            .unwrap_or_else(|p| Err(format!("session creation failed: the ort binding panicked: {p}")))
+            .and_then(|mut s| match caught(|| run_session(&mut s, inputs)) {
+                Ok(r) => r,
+                Err(p) => Err(run_panic(&mut s, inputs, &p)),
+            });
         let time_ms = start.elapsed().as_secs_f64() * 1e3;
         let PassLog { fired: mut passes_fired, ran: passes_ran } = std::mem::take(&mut *log.lock().unwrap());
         if config.attribute_rules {
@@ -239,13 +236,52 @@ impl Target for OrtTarget {
     }
 }
 
-fn run_session(s: &mut Session, inputs: &[NamedTensor]) -> Result<Vec<NamedTensor>, String> {
+/// `f()`, or the message of its panic.
+fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+        p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+    })
+}
+
+/// What a panic of the binding while running a created session means. The binding panics reading the type of
+/// an output value ORT returned empty: the optimized graph no longer computes that output (its producer was
+/// removed); which output is found by running each alone.
+fn run_panic(s: &mut Session, inputs: &[NamedTensor], panic: &str) -> String {
+    let binding = format!("the ort binding panicked: {panic}");
+    if !panic.contains("typeinfo_ptr") {
+        return format!("the session was created, but running it failed: {binding}");
+    }
+    let names: Vec<String> = s.outputs().iter().map(|o| o.name().to_string()).collect();
+    let empty = names.into_iter().find(|name| {
+        let alone = || -> Result<(), String> {
+            let opts = RunOptions::new()
+                .map_err(|e| e.to_string())?
+                .with_outputs(OutputSelector::no_default().with(name.as_str()));
+            s.run_with_options(feeds(inputs)?, &opts).map(|_| ()).map_err(|e| e.to_string())
+        };
+        caught(alone).is_err()
+    });
+    match empty {
+        Some(name) => format!(
+            "the session was created and ran, but output '{name}' came back without a value (no type information:              the optimized graph no longer computes it, its producer was removed) [{binding}]"
+        ),
+        None => format!(
+            "the session was created and ran, but an output came back without a value (no type information: the              optimized graph no longer computes it) [{binding}]"
+        ),
+    }
+}
+
+fn feeds(inputs: &[NamedTensor]) -> Result<Vec<(Cow<'_, str>, SessionInputValue<'static>)>, String> {
     let mut values: Vec<(Cow<str>, SessionInputValue)> = Vec::with_capacity(inputs.len());
     for t in inputs {
         let v = to_ort(&t.tensor).map_err(|e| format!("input '{}': {e}", t.name))?;
         values.push((Cow::Borrowed(t.name.as_str()), v.into()));
     }
-    let outputs = s.run(values).map_err(|e| e.to_string())?;
+    Ok(values)
+}
+
+fn run_session(s: &mut Session, inputs: &[NamedTensor]) -> Result<Vec<NamedTensor>, String> {
+    let outputs = s.run(feeds(inputs)?).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for (name, v) in outputs.iter() {
         out.push(NamedTensor {

@@ -1,6 +1,7 @@
 //! Graph reduction: shrink a model and its inputs while a check still reproduces the finding. Every edit is a
 //! value (`Edit`) applied in one place (`apply`); each candidate is tidied (dead nodes, unused inputs and
-//! constants dropped) and type-checked before the check sees it; greedy rounds repeat to a fixpoint.
+//! constants dropped) and type-checked before the check sees it; greedy rounds repeat to a fixpoint, and the
+//! result loses the local functions and opset imports it no longer uses when the check allows.
 
 use crate::compiler::{inputs, NamedTensor};
 use crate::graph::{DType, Dim, Model, NodeId, Tensor, TensorData, TensorType, ValueType};
@@ -72,7 +73,7 @@ pub fn reduce(
     'rounds: loop {
         for edit in candidates(&current) {
             if checks >= limits.max_checks || start.elapsed() >= limits.time {
-                return Reduced { case: current, checks, accepted, fixpoint: false };
+                return pruned(Reduced { case: current, checks, accepted, fixpoint: false }, check);
             }
             if matches!(edit, Edit::Cut { .. }) && known.is_none() {
                 known = Some(values(&current));
@@ -92,8 +93,21 @@ pub fn reduce(
                 continue 'rounds;
             }
         }
-        return Reduced { case: current, checks, accepted, fixpoint: true };
+        return pruned(Reduced { case: current, checks, accepted, fixpoint: true }, check);
     }
+}
+
+/// The reduced case with what its model carries but no longer uses pruned ([`crate::graph::prune`]: local
+/// functions no node calls, opset imports of unused domains), when the check still holds on it.
+fn pruned(mut r: Reduced, check: &mut dyn FnMut(&Case) -> bool) -> Reduced {
+    let mut next = r.case.clone();
+    if crate::graph::prune(&mut next.model) {
+        r.checks += 1;
+        if check(&next) {
+            (r.case, r.accepted) = (next, r.accepted + 1);
+        }
+    }
+    r
 }
 
 /// What reduction minimizes, most significant first: nodes, input elements, attributes, constant elements.
@@ -435,6 +449,20 @@ mod tests {
         let r = reduce(case, &mut check, &mut values, Limits::default());
         assert_eq!(ops_of(&r.case), ["Relu", "Neg"]);
         assert!(r.case.feeds.iter().all(|f| f.tensor.to_f64s().unwrap().iter().all(|x| x.is_finite())));
+    }
+
+    #[test]
+    fn unused_functions_go_when_the_check_allows() {
+        let mut case = chain(&["Relu", "Neg"]);
+        let f = crate::graph::onnx::pb::FunctionProto { name: Some("F".into()), ..Default::default() };
+        case.model.functions = vec![prost::Message::encode_to_vec(&f)];
+        let is_neg = |c: &Case| ops_of(c) == ["Neg"];
+        let r = reduce(case.clone(), &mut |c: &Case| is_neg(c), &mut |_| HashMap::new(), Limits::default());
+        assert!(r.case.model.functions.is_empty());
+        // a check that needs them keeps them
+        let mut keeps = |c: &Case| is_neg(c) && !c.model.functions.is_empty();
+        let r = reduce(case, &mut keeps, &mut |_| HashMap::new(), Limits::default());
+        assert_eq!((ops_of(&r.case), r.case.model.functions.len()), (vec!["Neg".to_string()], 1));
     }
 
     #[test]
