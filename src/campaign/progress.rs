@@ -1,5 +1,5 @@
 //! What a running campaign shows: a live progress bar on a terminal (plain log lines otherwise), and at the end
-//! SVG plots of throughput over time and of passes fired.
+//! SVG plots of throughput over time and of passes fired (one labelled horizontal bar per pass).
 
 use super::stats::Stats;
 use super::{Budget, Settings};
@@ -120,41 +120,76 @@ fn throughput(path: &Path, stats: &Stats) -> Result<(), Box<dyn std::error::Erro
 }
 
 fn passes(path: &Path, stats: &Stats) -> Result<(), Box<dyn std::error::Error>> {
+    crate::util::write_atomic(path, passes_svg(stats).as_bytes())?;
+    Ok(())
+}
+
+/// Height of one bar of passes.svg, and the space between bars.
+const BAR: usize = 18;
+const GAP: usize = 6;
+
+/// passes.svg: one horizontal bar per pass that fired (every pass, most frequent first), labelled with the
+/// pass's name on the left and its count at the bar's end; the picture is as tall as the list.
+fn passes_svg(stats: &Stats) -> String {
     let mut v: Vec<(&String, &u64)> = stats.passes_fired.iter().collect();
     v.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-    v.truncate(30);
-    let n = v.len().max(1);
-    let ymax = v.first().map_or(1, |p| *p.1) as f64 * 1.1 + 1.0;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 160 + 22 * n as u32)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(format!("{}: tests in which each pass fired (top {n})", stats.target), ("sans-serif", 20))
-            .margin(10)
-            .x_label_area_size(35)
-            .y_label_area_size(260)
-            .build_cartesian_2d(0f64..ymax, 0f64..n as f64)?;
-        let names: Vec<String> = v.iter().map(|p| p.0.clone()).collect();
-        chart
-            .configure_mesh()
-            .y_labels(n)
-            .y_label_formatter(&|y| {
-                let i = y.floor() as usize;
-                if (*y - y.floor()).abs() < 1e-9 {
-                    names.get(n - 1 - i.min(n - 1)).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
-            .x_desc("tests")
-            .draw()?;
-        chart.draw_series(v.iter().enumerate().map(|(i, (_, &c))| {
-            let y = (n - 1 - i) as f64;
-            Rectangle::new([(0.0, y + 0.1), (c as f64, y + 0.9)], BLUE.mix(0.6).filled())
-        }))?;
-        root.present()?;
+    let max = v.first().map_or(1, |p| *p.1).max(1) as f64;
+    // sans-serif at 13 px is at most about 8 px a character
+    let label = 16 + 8 * v.iter().map(|p| p.0.chars().count()).max().unwrap_or(4);
+    let (plot, count_room, top) = (600, 90, 50);
+    let (width, height) = (label + plot + count_room, top + (BAR + GAP) * v.len().max(1) + 20);
+    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;");
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         font-family=\"sans-serif\" font-size=\"13\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{}\" y=\"28\" font-size=\"18\" text-anchor=\"middle\">{}: tests in which each pass fired \
+         ({} passes)</text>\n",
+        width / 2,
+        esc(&stats.target),
+        v.len()
+    );
+    for (i, (name, &count)) in v.iter().enumerate() {
+        let y = top + i * (BAR + GAP);
+        let w = ((count as f64 / max) * plot as f64).round().max(1.0) as usize;
+        let mid = y + BAR / 2 + 5;
+        s.push_str(&format!(
+            "<text x=\"{}\" y=\"{mid}\" text-anchor=\"end\">{}</text>\n\
+             <rect x=\"{label}\" y=\"{y}\" width=\"{w}\" height=\"{BAR}\" fill=\"#4a7fd4\"/>\n\
+             <text x=\"{}\" y=\"{mid}\">{count}</text>\n",
+            label - 8,
+            esc(name),
+            label + w + 6
+        ));
     }
-    crate::util::write_atomic(path, svg.as_bytes())?;
-    Ok(())
+    s.push_str("</svg>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pass_gets_a_labelled_bar_and_the_picture_grows_with_them() {
+        let mut stats = Stats::default();
+        for i in 0..70u64 {
+            stats.passes_fired.insert(format!("Pass<{i}>"), 1000 - i);
+        }
+        let svg = passes_svg(&stats);
+        assert_eq!(svg.matches("<rect x=").count(), 70);
+        for i in 0..70u64 {
+            assert!(svg.contains(&format!(">Pass&lt;{i}&gt;</text>")), "pass {i} has no label");
+            assert!(svg.contains(&format!(">{}</text>", 1000 - i)), "pass {i} has no count");
+        }
+        let height = |svg: &str| {
+            let at = svg.find("height=\"").unwrap() + 8;
+            svg[at..].split('"').next().unwrap().parse::<usize>().unwrap()
+        };
+        assert!(height(&svg) >= 70 * BAR);
+        stats.passes_fired.retain(|k, _| k.ends_with("<1>"));
+        assert!(height(&passes_svg(&stats)) < 5 * (BAR + GAP) + 100);
+        // the most frequent pass comes first
+        let first = svg.find("Pass&lt;0&gt;").unwrap();
+        assert!(first < svg.find("Pass&lt;69&gt;").unwrap());
+    }
 }
