@@ -78,7 +78,7 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}-bug", a.model.file_stem().unwrap_or_default().to_string_lossy())));
-    triage::report::write(&out, &r.finding, &t, &m, oracle.tolerance, vec![source])?;
+    triage::report::write(&out, &mut r, &t, &m, oracle.tolerance, vec![source])?;
     println!("class: {} ({})", t.class, t.class_note);
     println!(
         "culprits: {} [{} in {} runs]; {} -> {} nodes in {} checks{}; {} runs in all",

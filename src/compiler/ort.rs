@@ -239,7 +239,10 @@ impl Target for OrtTarget {
 /// `f()`, or the message of its panic.
 fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
-        p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+        p.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
     })
 }
 
@@ -263,10 +266,12 @@ fn run_panic(s: &mut Session, inputs: &[NamedTensor], panic: &str) -> String {
     });
     match empty {
         Some(name) => format!(
-            "the session was created and ran, but output '{name}' came back without a value (no type information:              the optimized graph no longer computes it, its producer was removed) [{binding}]"
+            "the session was created, but output '{name}' came back without a value or type information: the \
+             optimized graph no longer produces it (its producer was removed) [{binding}]"
         ),
         None => format!(
-            "the session was created and ran, but an output came back without a value (no type information: the              optimized graph no longer computes it) [{binding}]"
+            "the session was created, but an output came back without a value or type information: the optimized \
+             graph no longer produces it [{binding}]"
         ),
     }
 }

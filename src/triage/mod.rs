@@ -7,12 +7,15 @@ pub mod dd;
 mod enablers;
 pub mod export;
 pub mod index;
+mod levels;
 mod load;
 pub mod reduce;
 pub mod related;
 pub mod report;
 mod reproduce;
 pub mod session;
+mod templates;
+mod tracker;
 
 pub use load::Finding;
 pub use reproduce::Reproducer;
@@ -273,7 +276,7 @@ pub fn triage_dir(
         t.dd_note = Some(t.dd_note.map_or(note.clone(), |n| format!("{n}; {note}")));
         t.signature = sig;
     }
-    let (bug_dir, new_bug) = report::file(&folder, &r.finding, &t, &m, oracle.tolerance)?;
+    let (bug_dir, new_bug) = report::file(&folder, &mut r, &t, &m, oracle.tolerance)?;
     let filed = Filed { signature: t.signature.clone(), bug_dir: bug_dir.display().to_string(), new_bug, triage: t };
     crate::util::write_atomic(&dir.join("triage.json"), serde_json::to_string_pretty(&filed)?.as_bytes())?;
     Ok(Some(filed))
