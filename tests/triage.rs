@@ -44,7 +44,13 @@ fn reduce_names_exactly_the_culprits_within_the_bound_and_removes_interior_nodes
     assert_eq!(kept, BTreeSet::from(["Sigmoid".to_string(), "Exp".to_string()]), "Neg and Abs sat between them");
     assert_eq!(ops_in(&out.join("original.onnx")).len(), ops.len());
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(report.contains("FuseSigmoid") && report.contains("Expected vs actual"), "{report}");
+    // the tracker's sections first (results per level measured when written), oatest's detail collapsed below
+    let at = |h: &str| report.find(h).unwrap_or_else(|| panic!("no {h} in {report}"));
+    assert!(at("### Expected behavior") < at("### Actual behavior") && at("### Actual behavior") < at("<details>"));
+    assert!(report.contains("| `all` | ok | **"), "the optimized run differs beyond tolerance: {report}");
+    let ablation = report.lines().find(|l| l.starts_with("| `all` with `")).expect("a row with the culprits off");
+    assert!(ablation.contains("FuseExp") && ablation.contains("FuseSigmoid") && ablation.contains("within tolerance"));
+    assert!(report[at("<details>")..].contains("**Culprit passes:** FuseExp + FuseSigmoid"), "{report}");
     assert!(out.join("input_0.pb").exists() && out.join("output_0.pb").exists());
 }
 
@@ -170,6 +176,29 @@ fn a_rule_inside_a_rule_based_container_is_named_as_the_culprit() {
     assert_eq!(set(&bug["triage"]["culprits"]), BTreeSet::from(["FuseReluClip".to_string()]), "{bug}");
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(!report.contains("**Culprit passes:** Level1_RuleBasedTransformer"), "{report}");
+    // ONNX Runtime's bug template, in its order, with the level table and the ablation a user would type
+    let headings = [
+        "### Describe the issue",
+        "### To reproduce",
+        "### Urgency",
+        "### Platform",
+        "### OS Version",
+        "### ONNX Runtime Installation",
+        "### ONNX Runtime Version or Commit ID",
+        "### ONNX Runtime API",
+        "### Architecture",
+        "### Execution Provider",
+        "<details>",
+    ];
+    let at: Vec<usize> =
+        headings.iter().map(|h| report.find(h).unwrap_or_else(|| panic!("no {h} in {report}"))).collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{report}");
+    for row in ["| `disable` (ORT_DISABLE_ALL) | ok |", "| `basic` (ORT_ENABLE_BASIC) | error", "| onnx.reference"] {
+        assert!(report.contains(row), "no row {row} in {report}");
+    }
+    assert!(report.contains(r#"add_session_config_entry("optimization.disable_specified_optimizers", "FuseReluClip")"#));
+    assert!(report.contains(r#"disabled_optimizers=["FuseReluClip"]"#), "{report}");
+    assert!(report.contains("matches the unoptimized result"), "{report}");
 }
 
 /// Reduction must not slide to another bug: this model segfaults when FuseNeg fires, but a graph without its

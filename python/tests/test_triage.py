@@ -68,3 +68,69 @@ def test_the_exported_suite_passes_unoptimized_and_catches_the_bug_optimized(oat
     env["OATEST_LEVEL"] = "all"
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=suite)
     assert p.returncode == 1 and "bug_crash" in p.stdout, p.stdout + p.stderr
+
+
+def report_snippet(report: str) -> str:
+    """The onnxruntime-only Python snippet of an ORT report's "To reproduce" section."""
+    section = report.split("### To reproduce", 1)[1].split("### Urgency", 1)[0]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_report_follows_ort_s_template_and_its_snippet_shows_the_crash(crash_bug):
+    report = (crash_bug / "report.md").read_text()
+    headings = ["### Describe the issue", "### To reproduce", "### Urgency", "### Platform", "### OS Version",
+                "### ONNX Runtime Installation", "### ONNX Runtime Version or Commit ID", "### ONNX Runtime API",
+                "### Architecture", "### Execution Provider", "<details>"]
+    at = [report.find(h) for h in headings]
+    assert -1 not in at and at == sorted(at), list(zip(headings, at))
+    for level in ("ORT_DISABLE_ALL", "ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED", "ORT_ENABLE_ALL"):
+        assert f"({level}) |" in report, level
+    # the snippet runs the unoptimized session, then crashes in the optimized one (killed by a signal)
+    script = crash_bug / "snippet.py"
+    script.write_text(report_snippet(report))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=crash_bug)
+    assert p.returncode < 0, (p.returncode, p.stdout, p.stderr)
+
+
+def full_check(path: pathlib.Path) -> None:
+    """onnx.checker with full_check (shape inference too). Only for models whose nodes are all in ONNX's own
+    domains: ONNX Runtime's contrib ops (com.microsoft) are unknown to onnx, so a model using them can only be
+    checked structurally; this helper refuses those rather than pretend."""
+    import onnx
+
+    m = onnx.load(str(path))
+    domains = {n.domain for n in m.graph.node}
+    assert domains <= {"", "ai.onnx"}, f"{path}: full_check only covers ai.onnx models, this one uses {domains}"
+    onnx.checker.check_model(m, full_check=True)
+
+
+def test_the_minimized_crash_passes_the_full_onnx_checker(crash_bug):
+    full_check(crash_bug / "model.onnx")
+
+
+def test_a_minimized_model_loses_unused_functions_and_imports_and_passes_the_full_checker(oatest, tmp_path):
+    """A fault-target model (FuseSigmoid makes its optimized run wrong) carrying a local function nobody calls,
+    imported at opset 18 while the model uses 20 (the checker refuses that), and an unused domain import:
+    reduction must drop both, leaving a model onnx's full check accepts."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    f32 = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [4, 6])  # noqa: E731
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Sigmoid", ["a"], ["b"]),
+         helper.make_node("Neg", ["b"], ["y"])],
+        "g", [f32("x")], [f32("y")])
+    unused = helper.make_function("lib", "Unused", ["t"], ["s"], [helper.make_node("Shape", ["t"], ["s"])],
+                                  [helper.make_opsetid("", 18)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("lib", 1)],
+                              functions=[unused], ir_version=9)
+    for k, v in {"oatest.fault": "wrong", "oatest.fault.needs": "FuseSigmoid"}.items():
+        model.metadata_props.add(key=k, value=v)
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    oatest("reduce", tmp_path / "m.onnx", "--target", "fault", "--out", tmp_path / "bug")
+    reduced = onnx.load(str(tmp_path / "bug" / "model.onnx"))
+    assert [n.op_type for n in reduced.graph.node] == ["Sigmoid"]
+    assert not reduced.functions and {o.domain for o in reduced.opset_import} == {""}
+    full_check(tmp_path / "bug" / "model.onnx")

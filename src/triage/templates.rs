@@ -5,7 +5,7 @@
 use super::classify::Class;
 use super::levels::{ort_level, table, Levels};
 use super::report::node_list;
-use super::tracker::{expected_actual, faulty, recipe, semantic_words, without_words, Platform};
+use super::tracker::{expected_actual, faulty, recipe, reference_is_right, semantic_words, without_words, Platform};
 use super::{Finding, Minimized, Triaged};
 use crate::compiler::Config;
 use crate::oracle::{Symptom, Tolerance};
@@ -150,7 +150,11 @@ pub fn ort(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolerance: 
          (`ORT_DISABLE_ALL`) it {}. {}\n",
         doing(f, t),
         t.nodes,
-        if t.class == Class::Reference { "does not" } else { "runs as ONNX semantics say" },
+        match (t.class, reference_is_right(f, t, levels, m, tolerance)) {
+            (Class::Reference, _) => "does not",
+            (_, true) => "runs, and its results agree with ONNX semantics (onnx.reference)",
+            (_, false) => "runs",
+        },
         responsible(t, "graph optimizer")
     );
     s.push_str(&results(f, t, m, levels, tolerance));

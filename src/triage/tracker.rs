@@ -165,6 +165,21 @@ pub(super) fn semantic_words(
     }
 }
 
+/// Whether the unoptimized run is known to agree with ONNX semantics: classified so (an inconsistency of
+/// class `optimizer`), or onnx.reference's run of the minimized model within tolerance of it.
+pub(super) fn reference_is_right(f: &Finding, t: &Triaged, levels: &Levels, m: &Minimized, tol: Tolerance) -> bool {
+    if f.symptom == Symptom::Inconsistency {
+        return t.class == Class::Optimizer;
+    }
+    match (&levels.semantic, levels.runs.first()) {
+        (Some(Ok(o)), Some(b)) if o.status == Status::Ok && b.status == Status::Ok => {
+            let hints = Hints::of(&m.case.model.graph);
+            crate::oracle::distance_with(&b.outputs, &o.outputs, tol, &hints).is_ok_and(|d| !d.exceeds)
+        }
+        _ => false,
+    }
+}
+
 /// Expected vs actual: the unoptimized run's outputs, then the optimized run's outputs or failure.
 pub(super) fn expected_actual(t: &Triaged, m: &Minimized) -> String {
     let mut s = String::new();
