@@ -58,6 +58,10 @@ pub struct Config {
     /// Write the optimized graph here (targets that can: ORT).
     #[serde(default)]
     pub save_optimized: Option<std::path::PathBuf>,
+    /// Session configuration entries (`key=value`, ORT's `add_session_config_entry`; other targets ignore them).
+    /// Always serialized: the worker protocol's binary frames are not self-describing.
+    #[serde(default)]
+    pub options: Vec<(String, String)>,
 }
 
 impl Config {
@@ -69,26 +73,29 @@ impl Config {
             attribute_rules: false,
             rules_of_interest: Vec::new(),
             save_optimized: None,
+            options: Vec::new(),
         }
     }
 
-    /// Parses `LEVEL[:-Pass1;-Pass2...]` (e.g. `all`, `extended:-ConstantFolding;-GeluFusionL1`,
-    /// `all@4` for 4 threads).
+    /// Parses `LEVEL[:-Pass1;-Pass2;key=value...]` (e.g. `all`, `extended:-ConstantFolding;-GeluFusionL1`,
+    /// `all:session.x64quantprecision=1` for a session configuration entry, `all@4` for 4 threads).
     pub fn parse(s: &str) -> anyhow::Result<Config> {
-        let (head, disabled) = match s.split_once(':') {
+        let (mut disabled, mut options) = (Vec::new(), Vec::new());
+        let head = match s.split_once(':') {
             Some((h, rest)) => {
-                let names = rest
-                    .split(';')
-                    .filter(|p| !p.is_empty())
-                    .map(|p| {
-                        p.strip_prefix('-').map(str::to_string).ok_or_else(|| {
-                            anyhow::anyhow!("config '{s}': '{p}' must start with '-' (a pass to disable)")
-                        })
-                    })
-                    .collect::<anyhow::Result<Vec<_>>>()?;
-                (h, names)
+                for p in rest.split(';').filter(|p| !p.is_empty()) {
+                    match (p.strip_prefix('-'), p.split_once('=')) {
+                        (Some(pass), _) => disabled.push(pass.to_string()),
+                        (None, Some((k, v))) if !k.is_empty() => options.push((k.to_string(), v.to_string())),
+                        _ => anyhow::bail!(
+                            "config '{s}': '{p}' is neither '-Pass' (a pass to disable) nor 'key=value' (a session \
+                             configuration entry)"
+                        ),
+                    }
+                }
+                h
             }
-            None => (s, Vec::new()),
+            None => s,
         };
         let (lvl, threads) = match head.split_once('@') {
             Some((l, t)) => (l, t.parse().map_err(|_| anyhow::anyhow!("config '{s}': bad thread count '{t}'"))?),
@@ -110,6 +117,7 @@ impl Config {
             attribute_rules: false,
             rules_of_interest: Vec::new(),
             save_optimized: None,
+            options,
         })
     }
 }
@@ -120,9 +128,14 @@ impl fmt::Display for Config {
         if self.threads != 1 {
             write!(f, "@{}", self.threads)?;
         }
-        if !self.disabled.is_empty() {
-            let d: Vec<String> = self.disabled.iter().map(|p| format!("-{p}")).collect();
-            write!(f, ":{}", d.join(";"))?;
+        let items: Vec<String> = self
+            .disabled
+            .iter()
+            .map(|p| format!("-{p}"))
+            .chain(self.options.iter().map(|(k, v)| format!("{k}={v}")))
+            .collect();
+        if !items.is_empty() {
+            write!(f, ":{}", items.join(";"))?;
         }
         Ok(())
     }

@@ -128,6 +128,9 @@ impl OrtTarget {
             }
             b = b.with_disabled_optimizers(names.join(";"))?;
         }
+        for (k, v) in &config.options {
+            b = b.with_config_entry(k, v)?;
+        }
         if let Some(p) = &config.save_optimized {
             b = b.with_optimized_model_path(p)?;
         }

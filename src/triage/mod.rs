@@ -103,7 +103,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     if let (true, Some((a, b))) = (inconsistency, &last) {
         let class = r.classify_case(&original, a, b).class;
         r.keep_class = Some(class);
-        low_priority = matches!(class, Class::Precision | Class::Nonfinite | Class::Widened);
+        low_priority = matches!(class, Class::Precision | Class::Nonfinite | Class::Widened | Class::Platform);
     }
     if confirmed && !low_priority {
         let cell = std::cell::RefCell::new(&mut *r);
@@ -235,13 +235,13 @@ fn class_of(
 
 /// A bug's signature ([`crate::finding::signature::bug`]): target, symptom, culprit passes (or the configuration
 /// when there are none) and the normalized message; for classes other than `optimizer`, the class too; class
-/// `widened` is one entry per target and symptom.
+/// `widened` and `platform` are one entry per target and symptom each.
 pub fn signature(f: &Finding, c: &Culprits, detail: &str, class: Class) -> String {
     let sig = crate::finding::signature::bug(&f.target, f.symptom, &c.passes, &f.config.to_string(), detail);
     match class {
         Class::Optimizer => sig,
         // one known behaviour whichever passes let it show: one entry per target
-        Class::Widened => crate::util::stable_hash(&format!("{}|{}|{class}", f.target, f.symptom)),
+        Class::Widened | Class::Platform => crate::util::stable_hash(&format!("{}|{}|{class}", f.target, f.symptom)),
         other => crate::util::stable_hash(&format!("{sig}|{other}")),
     }
 }

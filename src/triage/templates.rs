@@ -93,6 +93,9 @@ fn doing(f: &Finding, t: &Triaged) -> &'static str {
         (Symptom::Inconsistency, Class::Widened) => {
             "skips float16/bfloat16 roundings the model asks for (it matches the model computed in float32)"
         }
+        (Symptom::Inconsistency, Class::Platform) => {
+            "deviates only in the fast x64 quantized kernels (with session.x64quantprecision=1 it is right)"
+        }
         (Symptom::Inconsistency, Class::Nonfinite) => "differs from the unoptimized run only in NaN/Inf results",
         (Symptom::Inconsistency, Class::Undecided) => "computes results that differ from the unoptimized run's",
         (Symptom::Inconsistency, _) => "computes wrong results",
