@@ -166,3 +166,27 @@ fn a_pass_that_only_makes_the_pattern_appear_is_an_enabler_not_a_culprit() {
     let report = std::fs::read_to_string(dir.path().join("bug/report.md")).unwrap();
     assert!(report.contains("**Enabled by:** NoopElimination"), "{report}");
 }
+
+/// ONNX Runtime 1.31.1 on x86-64 without VNNI: quantizing a Conv's float weights to full-range int8 makes a
+/// U8S8 QLinearConv whose fast AVX2 kernel overflows (the documented U8S8 saturation); ORT's precise mode
+/// `session.x64quantprecision=1` computes it right. Class `platform`, not a bug of the passes. On a machine
+/// whose kernels do not overflow (VNNI, or not x86-64) there is no finding at all.
+#[test]
+fn ort_u8s8_overflow_cured_by_the_precise_x64_mode_is_platform() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/oatest-findings/u8s8-overflow");
+    let dir = tempfile::tempdir().unwrap();
+    let model = std::fs::read(data.join("model.onnx")).unwrap();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let overflows = cfg!(target_arch = "x86_64") && !cpu.contains("vnni");
+    if !overflows {
+        let path = dir.path().join("m.onnx");
+        std::fs::write(&path, &model).unwrap();
+        let o = oatest(&["reduce", path.to_str().unwrap(), "--target", "ort", "--inputs", data.to_str().unwrap()]);
+        assert!(!o.status.success(), "no overflow here, so no finding: {}", String::from_utf8_lossy(&o.stdout));
+        return;
+    }
+    let bug = reduce(dir.path(), &model, "ort", &["--inputs", data.to_str().unwrap()]);
+    assert_eq!(bug["symptom"], "inconsistency", "{bug}");
+    assert_eq!(bug["triage"]["class"], "platform", "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("session.x64quantprecision=1"), "{bug}");
+}

@@ -192,6 +192,11 @@ fn run_and_judge(
             .collect();
         let rerun = w.run_configs(&test.model, &test.inputs, &again);
         let repeated = oracle.repeats(&outcomes[0], &rerun[0]);
+        // a nondeterministic reference runs three more times: its spread, against which a deviation is weighed
+        let more =
+            if repeated { Vec::new() } else { w.run_configs(&test.model, &test.inputs, &vec![configs[0].clone(); 3]) };
+        let references: Vec<&Outcome> =
+            [&outcomes[0], &rerun[0]].into_iter().chain(more.iter()).filter(|o| o.status == Status::Ok).collect();
         judgement.verdicts.retain_mut(|v| {
             if v.symptom != Symptom::Inconsistency {
                 return true;
@@ -201,8 +206,8 @@ fn run_and_judge(
             let after = oracle.after_rerun(repeated, &rerun[0], again, hints);
             // a noisy reference does not hide a deviation far beyond its own spread
             let spread = match (after, first.zip(again)) {
-                (Rerun::Nondeterministic, Some((a, b))) => {
-                    oracle.beyond_spread(&outcomes[0], &rerun[0], &[a, b], hints)
+                (Rerun::Nondeterministic, Some((a, b))) if references.len() == 5 => {
+                    oracle.beyond_spread(&references, &[a, b], hints)
                 }
                 _ => None,
             };
@@ -220,6 +225,7 @@ fn run_and_judge(
         });
         if dropped.iter().any(|(v, _)| v.symptom == Symptom::Inconsistency) {
             reruns.extend(rerun);
+            reruns.extend(more);
         }
     }
     (outcomes, judgement, dropped, reruns)

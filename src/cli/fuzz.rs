@@ -217,7 +217,7 @@ fn print_summary(s: &campaign::Summary) {
     println!("  results           {}", s.out.display());
     println!("    stats.json, throughput.svg, passes.svg, findings/<test>-<symptom>/ (model.onnx or recipe.json, input_*.pb, outcome.json, meta.json)");
     println!("    bugs/<signature>/ (report.md, repro.py, model.onnx minimized, original.onnx), examples/<pass>/");
-    println!("    reference/, precision/, widened/, nonfinite/, undecided/, unattributed/: findings that are not optimizer bugs");
+    println!("    reference/, precision/, widened/, platform/, nonfinite/, undecided/, unattributed/: findings that are not optimizer bugs");
     println!("    regression suite: oatest export {} --out DIR", s.out.display());
 }
 

@@ -385,5 +385,11 @@ mod tests {
         assert!(Config::parse("max").is_err());
         assert!(Config::parse("all:ConstantFolding").is_err());
         assert!(Config::parse("all@0").is_err());
+        let o = Config::parse("all:-NchwcTransformer;session.x64quantprecision=1").unwrap();
+        assert_eq!(o.options, [("session.x64quantprecision".to_string(), "1".to_string())]);
+        assert_eq!(o.disabled, ["NchwcTransformer"]);
+        assert_eq!(o.to_string(), "all:-NchwcTransformer;session.x64quantprecision=1");
+        assert_eq!(Config::parse(&o.to_string()).unwrap(), o);
+        assert!(Config::parse("all:=1").is_err());
     }
 }

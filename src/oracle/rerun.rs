@@ -31,32 +31,36 @@ impl Oracle {
         self.inconsistency(first, again).is_none() && same_outputs(first, again)
     }
 
-    /// When the reference is nondeterministic (`first` and `again` differ), whether the `optimized` runs still
-    /// clearly show an inconsistency: each is beyond the tolerance of both reference runs, and by more than
-    /// [`SPREAD_FACTOR`] times the references' own largest difference. `Some(why)` when they do: a race or an
+    /// When the reference is nondeterministic (its `references` runs differ), whether the `optimized` runs still
+    /// clearly show an inconsistency: each is beyond the tolerance of every reference run, and by more than
+    /// [`SPREAD_FACTOR`] times the references' own largest pairwise difference (their spread; the more
+    /// reference runs, the safer the estimate: the campaign takes five). `Some(why)` when they do: a race or an
     /// uninitialized read in a fused kernel is then not hidden behind a slightly noisy reference.
-    pub fn beyond_spread(
-        &self,
-        first: &Outcome,
-        again: &Outcome,
-        optimized: &[&Outcome],
-        hints: &Hints,
-    ) -> Option<String> {
-        let spread = super::distance_with(&first.outputs, &again.outputs, Tolerance::EXACT, hints).ok()?.max;
-        if !spread.is_finite() || optimized.is_empty() {
+    pub fn beyond_spread(&self, references: &[&Outcome], optimized: &[&Outcome], hints: &Hints) -> Option<String> {
+        if references.len() < 2 || optimized.is_empty() {
+            return None;
+        }
+        let mut spread: f64 = 0.0;
+        for (i, a) in references.iter().enumerate() {
+            for b in &references[i + 1..] {
+                spread = spread.max(super::distance_with(&a.outputs, &b.outputs, Tolerance::EXACT, hints).ok()?.max);
+            }
+        }
+        if !spread.is_finite() {
             return None;
         }
         let mut least = f64::INFINITY;
         for o in optimized {
-            for r in [first, again] {
+            for r in references {
                 self.inconsistency_with(r, o, hints)?;
                 least = least.min(super::distance_with(&r.outputs, &o.outputs, self.tolerance, hints).ok()?.max);
             }
         }
         (least > SPREAD_FACTOR * spread).then(|| {
             format!(
-                "the reference is nondeterministic (its runs differ by up to {spread:e}), but the optimized runs \
-                 deviate from both by at least {least:e}, more than {SPREAD_FACTOR} times as much"
+                "the reference is nondeterministic (its {} runs differ by up to {spread:e}), but the optimized runs \
+                 deviate from every one by at least {least:e}, more than {SPREAD_FACTOR} times as much",
+                references.len()
             )
         })
     }
