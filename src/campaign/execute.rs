@@ -1,13 +1,16 @@
 //! Executing one test: every configuration of every target in the lane's workers, judged by the oracle, with
-//! inconsistencies re-run before they are believed (`oracle::Rerun`).
+//! inconsistencies re-run before they are believed (`oracle::Rerun`); worker processes recycled on budgets.
 
+use super::produce::Job;
 use crate::compiler::worker::Worker;
 use crate::compiler::{Config, Outcome, Status};
 use crate::finding::Unconfirmed;
 use crate::oracle::{Hints, Judgement, Oracle, Rerun, Symptom, Verdict};
 use crate::synth::source::Test;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// One executed test, as a worker thread hands it back.
 pub(super) struct Done {
@@ -19,6 +22,28 @@ pub(super) struct Done {
     /// Inconsistencies a re-run did not confirm, and the re-runs that said so (kept under `flaky/`).
     pub unconfirmed: Vec<Unconfirmed>,
     pub reruns: Vec<Outcome>,
+    /// Why the test could not be built (then nothing ran).
+    pub gen_error: Option<String>,
+    /// Seconds spent making the test, and seconds its lane waited for it.
+    pub gen_sec: f64,
+    pub wait_sec: f64,
+    /// The lane's worker CPU seconds since its previous test (all, and inside the target).
+    pub cpu_sec: f64,
+    pub target_cpu_sec: f64,
+    /// Worker processes the lane replaced after this test: on the test budget, on the memory budget.
+    pub recycled: [u64; 2],
+    /// The largest resident memory of the lane's worker processes after this test, in MiB.
+    pub rss_mb: f64,
+}
+
+/// What the lanes share with the campaign loop: their worker processes (for memory samples) and budgets.
+pub(super) struct Lanes {
+    /// The pid of each lane's workers, lane-major (0: none running).
+    pub pids: Vec<AtomicU32>,
+    /// Replace a worker process after this many tests (0: never).
+    pub recycle_tests: u64,
+    /// Replace a worker process whose resident memory exceeds this many MiB (0: never).
+    pub recycle_mb: u64,
 }
 
 /// Counts an inconsistency that fell at its re-run, keeping it.
@@ -33,17 +58,29 @@ fn fell(d: &mut Done, verdict: Verdict, why: Rerun) {
 }
 
 impl Done {
-    /// A placeholder for a test that could not be built: processed in order, counted nowhere else.
-    pub(super) fn skipped(id: u64) -> Done {
+    fn new(test: Test, valid: bool) -> Done {
         Done {
-            test: Test { id, model: Vec::new(), inputs: Vec::new(), origin: String::new(), target_pass: None },
+            test,
             outcomes: Vec::new(),
-            judgement: Judgement { valid: false, invalid_reason: None, verdicts: Vec::new() },
+            judgement: Judgement { valid, invalid_reason: None, verdicts: Vec::new() },
             nondeterministic: 0,
             flaky: 0,
             unconfirmed: Vec::new(),
             reruns: Vec::new(),
+            gen_error: None,
+            gen_sec: 0.0,
+            wait_sec: 0.0,
+            cpu_sec: 0.0,
+            target_cpu_sec: 0.0,
+            recycled: [0, 0],
+            rss_mb: 0.0,
         }
+    }
+
+    /// A placeholder for a test that could not be built (`why`): processed in order, counted as a failure.
+    pub(super) fn skipped(id: u64, why: String, gen_sec: f64) -> Done {
+        let test = Test { id, model: Vec::new(), inputs: Vec::new(), origin: String::new(), target_pass: None };
+        Done { gen_error: Some(why), gen_sec, ..Done::new(test, false) }
     }
 }
 
@@ -59,26 +96,28 @@ pub(super) fn hints(test: &Test) -> Hints {
 
 /// A worker thread: for each target, run every configuration, judge, and re-run inconsistencies to rule out
 /// nondeterminism; with two targets, also compare their references.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn execute(
+    index: usize,
     mut lane: Vec<Worker>,
-    rx: Arc<Mutex<Receiver<Test>>>,
+    rx: Arc<Mutex<Receiver<Job>>>,
     tx: std::sync::mpsc::Sender<Done>,
     configs: Vec<Vec<Config>>,
     oracle: Oracle,
+    shared: Arc<Lanes>,
 ) {
     let multi = lane.len() > 1;
+    let mut cpu = Cpu::default();
+    // tests run by each worker's current process: (its start count, tests)
+    let mut since: Vec<(u64, u64)> = lane.iter().map(|w| (w.starts, 0)).collect();
+    publish(index, &lane, &shared);
     loop {
-        let next = rx.lock().unwrap().recv();
-        let Ok(test) = next else { break };
-        let mut all = Done {
-            test,
-            outcomes: Vec::new(),
-            judgement: Judgement { valid: true, invalid_reason: None, verdicts: Vec::new() },
-            nondeterministic: 0,
-            flaky: 0,
-            unconfirmed: Vec::new(),
-            reruns: Vec::new(),
-        };
+        let waited = Instant::now();
+        let next = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+        let Ok(job) = next else { break };
+        let mut all = Done::new(job.test, true);
+        all.gen_sec = job.gen_sec;
+        all.wait_sec = waited.elapsed().as_secs_f64();
         let hints = hints(&all.test);
         let mut references: Vec<Outcome> = Vec::new();
         for (k, w) in lane.iter_mut().enumerate() {
@@ -121,10 +160,65 @@ pub(super) fn execute(
                 }
             }
         }
+        (all.recycled, all.rss_mb) = recycle(&mut lane, &mut since, &shared);
+        (all.cpu_sec, all.target_cpu_sec) = cpu.since_last(&lane);
+        publish(index, &lane, &shared);
         if tx.send(all).is_err() {
             break;
         }
     }
+}
+
+/// The lane's worker CPU time as last seen, to hand each test the difference.
+#[derive(Default)]
+struct Cpu {
+    total_ms: f64,
+    target_ms: f64,
+}
+
+impl Cpu {
+    /// (all, inside the target) CPU seconds of the lane's workers since the last call.
+    fn since_last(&mut self, lane: &[Worker]) -> (f64, f64) {
+        let total: f64 = lane.iter().map(|w| w.cpu.total_ms()).sum();
+        let target: f64 = lane.iter().map(|w| w.cpu.target_ms).sum();
+        let d = ((total - self.total_ms) / 1e3, (target - self.target_ms) / 1e3);
+        (self.total_ms, self.target_ms) = (total, target);
+        d
+    }
+}
+
+/// Tells the campaign loop which processes the lane's workers are now.
+fn publish(index: usize, lane: &[Worker], shared: &Lanes) {
+    for (k, w) in lane.iter().enumerate() {
+        if let Some(slot) = shared.pids.get(index * lane.len() + k) {
+            slot.store(w.pid().unwrap_or(0), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Replaces the worker processes that reached a budget, between tests (so no test is affected): after
+/// `recycle_tests` tests, or above `recycle_mb` MiB resident. Returns how many on each budget, and the largest
+/// resident memory seen (before recycling).
+fn recycle(lane: &mut [Worker], since: &mut [(u64, u64)], shared: &Lanes) -> ([u64; 2], f64) {
+    let (mut recycled, mut largest) = ([0, 0], 0f64);
+    for (w, s) in lane.iter_mut().zip(since.iter_mut()) {
+        // a worker restarted after a crash counts from its new process
+        if w.starts != s.0 {
+            *s = (w.starts, 1);
+        } else {
+            s.1 += 1;
+        }
+        let rss = w.pid().and_then(|p| crate::compiler::worker::rss_bytes(Some(p))).unwrap_or(0);
+        largest = largest.max(rss as f64 / (1u64 << 20) as f64);
+        let by_tests = shared.recycle_tests > 0 && s.1 >= shared.recycle_tests;
+        let by_memory = !by_tests && shared.recycle_mb > 0 && rss >> 20 > shared.recycle_mb;
+        if by_tests || by_memory {
+            w.recycle();
+            *s = (w.starts, 0);
+            recycled[by_memory as usize] += 1;
+        }
+    }
+    (recycled, largest)
 }
 
 /// One target: run the test's configurations, judge, re-confirm crashes and hangs (two more runs: the majority

@@ -6,6 +6,7 @@ mod checkpoint;
 mod examples;
 mod execute;
 pub mod merge;
+mod produce;
 mod progress;
 mod settings;
 mod sources;
@@ -13,14 +14,14 @@ pub mod stats;
 mod triager;
 
 pub use checkpoint::{checkpoint_path, load_checkpoint};
-pub use settings::{Budget, Mode, Settings, Shard};
+pub use settings::{Budget, Mode, Settings, Shard, RECYCLE_MB, RECYCLE_TESTS};
 pub use sources::sources;
 
 use crate::compiler::worker::{Worker, WorkerSpec};
 use crate::compiler::Config;
 use crate::finding;
 use crate::oracle::Oracle;
-use crate::synth::source::{self, Test, TestSource};
+use crate::synth::source::TestSource;
 use anyhow::Context;
 use execute::{execute, Done};
 use stats::Stats;
@@ -42,7 +43,7 @@ pub struct Summary {
 pub fn run(
     settings: Settings,
     resume: Option<(u64, Stats)>,
-    mut source: Box<dyn TestSource>,
+    source: Box<dyn TestSource>,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<Summary> {
     std::fs::create_dir_all(&settings.out).with_context(|| format!("cannot create {}", settings.out.display()))?;
@@ -84,24 +85,25 @@ pub fn run(
     let prior_elapsed = stats.elapsed_sec - stats.triage_finish_sec; // testing time so far
     let oracle = Oracle { tolerance: settings.tolerance };
 
-    // worker threads: each owns its workers, takes tests from a bounded queue, runs and judges them
-    let depth = 2 * lanes.len();
-    anyhow::ensure!(
-        (depth as u64) < source::POOL_LAG,
-        "--jobs {} is more than this campaign loop supports",
-        lanes.len()
-    );
-    let (job_tx, job_rx) = sync_channel::<Test>(depth);
+    // lane threads: each owns its workers, takes tests from a bounded queue, runs and judges them
+    let (nlanes, nkinds) = (lanes.len(), kinds.len());
+    let shared = Arc::new(execute::Lanes {
+        pids: (0..nlanes * nkinds).map(|_| std::sync::atomic::AtomicU32::new(0)).collect(),
+        recycle_tests: settings.recycle_tests,
+        recycle_mb: settings.recycle_mb,
+    });
+    let (job_tx, job_rx) = sync_channel::<produce::Job>(2 * nlanes);
     let job_rx = Arc::new(Mutex::new(job_rx));
     let (done_tx, done_rx) = channel::<Done>();
     let threads: Vec<_> = lanes
         .into_iter()
-        .map(|lane| {
-            let (rx, tx, configs, oracle) = (job_rx.clone(), done_tx.clone(), configs.clone(), oracle.clone());
-            std::thread::spawn(move || execute(lane, rx, tx, configs, oracle))
+        .enumerate()
+        .map(|(i, lane)| {
+            let (rx, tx, configs, oracle, shared) =
+                (job_rx.clone(), done_tx.clone(), configs.clone(), oracle.clone(), shared.clone());
+            std::thread::spawn(move || execute(i, lane, rx, tx, configs, oracle, shared))
         })
         .collect();
-    drop(done_tx);
 
     // triage in the background: findings left from an interrupted run first
     let mut triager = (settings.triage && kinds.len() == 1).then(|| {
@@ -127,47 +129,42 @@ pub fn run(
 
     let start = Instant::now();
     let elapsed = || prior_elapsed + start.elapsed().as_secs_f64();
-    let exhausted = |id: u64, el: f64| match settings.budget {
-        Budget::Tests(n) => id >= n,
-        Budget::Seconds(s) => el >= s,
+    // generator threads make tests ahead of the lanes (one per 8 lanes: making a test costs a fraction of
+    // running it), so the lanes find one waiting
+    let source: Arc<dyn TestSource> = Arc::from(source);
+    let plan = produce::Plan {
+        first: next_id,
+        shard,
+        budget: settings.budget.clone(),
+        prior_elapsed,
+        start,
+        stop: stop.clone(),
+    };
+    let producer = produce::Producer::start(nlanes.div_ceil(8), source.clone(), plan, job_tx, done_tx);
+    let (prior_lane_sec, prior_cpu) = (stats.worker_lane_sec, stats.fuzzer_cpu_sec);
+    let cpu0 = crate::compiler::worker::own_cpu_time().as_secs_f64();
+    let account = |stats: &mut Stats| {
+        stats.worker_lane_sec = prior_lane_sec + nlanes as f64 * start.elapsed().as_secs_f64();
+        stats.fuzzer_cpu_sec = prior_cpu + crate::compiler::worker::own_cpu_time().as_secs_f64() - cpu0;
+        stats.fuzzer_rss_max_mb = stats.fuzzer_rss_max_mb.max(crate::compiler::worker::own_peak_rss_mb());
     };
     let mut progress = progress::Progress::new(&settings, &stats);
-    let mut to_make = next_id;
-    let mut in_flight = 0usize;
     let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
     let (mut last_save, mut last_sample) = (Instant::now(), Instant::now());
+    let mut last_memory: Option<Instant> = None;
     loop {
-        let stopping = stop.load(Ordering::Relaxed) || exhausted(to_make, elapsed());
-        while !stopping && in_flight < depth && !exhausted(to_make, elapsed()) {
-            let t0 = Instant::now();
-            let made = source.make(to_make);
-            stats.gen_time_sec += t0.elapsed().as_secs_f64();
-            stats.tests_generated += 1;
-            match made {
-                Ok(test) => {
-                    job_tx.send(test).expect("worker threads live while the queue is open");
-                    in_flight += 1;
-                }
-                Err(e) => {
-                    // a test that cannot be built is counted and skipped, never fatal
-                    stats.gen_failures += 1;
-                    progress.note(&format!("test {to_make}: cannot be built: {e:#}"));
-                    pending.insert(to_make, Done::skipped(to_make));
-                }
-            }
-            to_make = shard.next(to_make);
-        }
-        if in_flight == 0 && pending.is_empty() && stopping {
+        // done when the generators stopped claiming ids and every claimed id is processed
+        if !producer.running() && next_id >= producer.end() {
             break;
         }
-        match done_rx.recv_timeout(Duration::from_millis(100)) {
+        let disconnected = match done_rx.recv_timeout(Duration::from_millis(100)) {
             Ok(d) => {
-                in_flight -= 1;
                 pending.insert(d.test.id, d);
+                false
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => anyhow::bail!("all worker threads ended"),
-        }
+            Err(RecvTimeoutError::Timeout) => false,
+            Err(RecvTimeoutError::Disconnected) => true,
+        };
         while let Some(d) = pending.remove(&next_id) {
             let clean = d.judgement.valid && d.judgement.verdicts.is_empty() && !d.outcomes.is_empty();
             source.feedback(&d.test, clean);
@@ -177,23 +174,35 @@ pub fn run(
             process(&settings, &target_name, &target_version, &mut stats, d, &mut progress, triager.as_ref())?;
             next_id = shard.next(next_id);
         }
+        producer.processed(next_id);
+        if disconnected && !(!producer.running() && next_id >= producer.end()) {
+            anyhow::bail!("all worker threads ended with test {next_id} not run");
+        }
         if let Some(t) = &triager {
             triaged(t, &mut stats, &mut progress);
         }
         let el = elapsed();
+        if last_memory.is_none_or(|t| t.elapsed().as_secs_f64() >= stats::MEMORY_EVERY_SEC) {
+            stats.sample_memory(memory_sample(el, &shared.pids));
+            last_memory = Some(Instant::now());
+        }
         if last_sample.elapsed() >= Duration::from_secs(1) {
+            account(&mut stats);
             stats.refresh(el);
             stats.sample(el);
             progress.update(&stats, &settings.budget);
             last_sample = Instant::now();
         }
         if last_save.elapsed() >= Duration::from_secs(5) {
+            account(&mut stats);
             stats.refresh(el);
             checkpoint::save(&settings, next_id, &stats)?;
             last_save = Instant::now();
         }
     }
-    drop(job_tx);
+    stats.sample_memory(memory_sample(elapsed(), &shared.pids));
+    account(&mut stats);
+    producer.join();
     for t in threads {
         let _ = t.join();
     }
@@ -223,6 +232,18 @@ pub fn run(
     progress.finish();
     progress::plots(&settings.out, &stats);
     Ok(Summary { out: settings.out.clone(), stats, interrupted: stop.load(Ordering::Relaxed) })
+}
+
+/// Resident memory now: this process and each lane's workers.
+fn memory_sample(elapsed: f64, pids: &[std::sync::atomic::AtomicU32]) -> stats::MemSample {
+    use crate::compiler::worker::rss_bytes;
+    let mb = |b: u64| b as f64 / (1u64 << 20) as f64;
+    let worker = |p: u32| if p == 0 { 0.0 } else { rss_bytes(Some(p)).map_or(0.0, mb) };
+    stats::MemSample {
+        elapsed_sec: elapsed,
+        fuzzer_mb: rss_bytes(None).map_or(0.0, mb),
+        workers_mb: pids.iter().map(|p| worker(p.load(Ordering::Relaxed))).collect(),
+    }
 }
 
 /// Counts what the triage thread filed since the last call.
@@ -264,6 +285,21 @@ fn process(
     progress: &mut progress::Progress,
     triager: Option<&triager::Triager>,
 ) -> anyhow::Result<()> {
+    stats.tests_generated += 1;
+    stats.gen_time_sec += d.gen_sec;
+    stats.worker_wait_sec += d.wait_sec;
+    stats.worker_cpu_sec += d.cpu_sec;
+    stats.worker_target_cpu_sec += d.target_cpu_sec;
+    stats.worker_rss_max_mb = stats.worker_rss_max_mb.max(d.rss_mb);
+    for (why, n) in ["tests", "memory"].iter().zip(d.recycled) {
+        if n > 0 {
+            *stats.workers_recycled.entry(why.to_string()).or_default() += n;
+        }
+    }
+    if let Some(e) = &d.gen_error {
+        stats.gen_failures += 1;
+        progress.note(&format!("test {}: cannot be built: {e}", d.test.id));
+    }
     if d.outcomes.is_empty() {
         return Ok(());
     }

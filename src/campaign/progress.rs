@@ -1,5 +1,6 @@
 //! What a running campaign shows: a live progress bar on a terminal (plain log lines otherwise), and at the end
-//! SVG plots of throughput over time and of passes fired (one labelled horizontal bar per pass).
+//! SVG plots of throughput and resident memory over time and of passes fired (one labelled horizontal bar per
+//! pass).
 
 use super::stats::Stats;
 use super::{Budget, Settings};
@@ -81,7 +82,7 @@ impl Progress {
     }
 }
 
-/// throughput.svg and passes.svg in the run directory (each written atomically); a plot that cannot be drawn is
+/// throughput.svg, memory.svg and passes.svg in the run directory (each written atomically); a plot that cannot be drawn is
 /// reported, not fatal.
 pub fn plots(out: &Path, stats: &Stats) {
     if let Err(e) = throughput(&out.join("throughput.svg"), stats) {
@@ -90,6 +91,47 @@ pub fn plots(out: &Path, stats: &Stats) {
     if let Err(e) = passes(&out.join("passes.svg"), stats) {
         eprintln!("warning: cannot draw passes.svg: {e}");
     }
+    if let Err(e) = memory(&out.join("memory.svg"), stats) {
+        eprintln!("warning: cannot draw memory.svg: {e}");
+    }
+}
+
+/// Resident memory over time: the fuzzer and each worker (a worker slot's line skips moments without a process).
+fn memory(path: &Path, stats: &Stats) -> Result<(), Box<dyn std::error::Error>> {
+    let m = &stats.memory;
+    let xmax = m.last().map_or(1.0, |s| s.elapsed_sec).max(1.0);
+    let all = m.iter().flat_map(|s| std::iter::once(s.fuzzer_mb).chain(s.workers_mb.iter().copied()));
+    let ymax = all.fold(1.0, f64::max) * 1.1;
+    let slots = m.iter().map(|s| s.workers_mb.len()).max().unwrap_or(0);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (800, 400)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("{} {}: resident memory", stats.target, stats.target_version), ("sans-serif", 20))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
+        chart.configure_mesh().x_desc("elapsed (s)").y_desc("RSS (MiB)").draw()?;
+        let fuzzer = m.iter().map(|s| (s.elapsed_sec, s.fuzzer_mb));
+        chart
+            .draw_series(LineSeries::new(fuzzer, &BLUE))?
+            .label("fuzzer")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
+        for k in 0..slots {
+            let color = Palette99::pick(k + 1).to_rgba();
+            let pts = m.iter().filter_map(|s| s.workers_mb.get(k).filter(|&&v| v > 0.0).map(|&v| (s.elapsed_sec, v)));
+            chart
+                .draw_series(LineSeries::new(pts, color))?
+                .label(format!("worker {k}"))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        }
+        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+        root.present()?;
+    }
+    crate::util::write_atomic(path, svg.as_bytes())?;
+    Ok(())
 }
 
 fn throughput(path: &Path, stats: &Stats) -> Result<(), Box<dyn std::error::Error>> {

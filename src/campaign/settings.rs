@@ -44,10 +44,29 @@ pub struct Settings {
     /// Which slice of the campaign's test ids this run makes (the whole campaign by default).
     #[serde(default)]
     pub shard: Shard,
+    /// A worker process is replaced by a fresh one after this many tests (0: never).
+    #[serde(default = "recycle_tests")]
+    pub recycle_tests: u64,
+    /// A worker process is replaced by a fresh one once its resident memory exceeds this many MiB (0: never).
+    #[serde(default = "recycle_mb")]
+    pub recycle_mb: u64,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// Default of `--recycle-tests`: a few minutes of an ORT worker; a fresh process costs well under a second.
+pub const RECYCLE_TESTS: u64 = 20_000;
+/// Default of `--recycle-mb`: far above a healthy ORT or TVM worker, far below the address-space limit.
+pub const RECYCLE_MB: u64 = 2048;
+
+fn recycle_tests() -> u64 {
+    RECYCLE_TESTS
+}
+
+fn recycle_mb() -> u64 {
+    RECYCLE_MB
 }
 
 /// Synthesis from patterns, or the seed-only baseline.

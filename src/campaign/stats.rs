@@ -19,7 +19,9 @@ pub struct Stats {
     /// tests_valid / tests_executed.
     pub validity_rate: f64,
     pub tests_per_sec: f64,
-    /// Share of wall time spent making tests.
+    /// Share of the workers' time spent waiting for a test to be made: the lanes' waits for the next test
+    /// (`worker_wait_sec`) over the lanes' testing time (`worker_lane_sec`: lanes x testing wall time). Tests
+    /// are made ahead of the workers by generator threads, so this is how much generation still holds them up.
     pub gen_time_share: f64,
     /// For each pass, in how many tests it fired (in any configuration).
     pub passes_fired: BTreeMap<String, u64>,
@@ -37,7 +39,34 @@ pub struct Stats {
     #[serde(default)]
     pub triage_finish_sec: f64,
     // --- beyond the required fields ---
+    /// Time the generator threads spent making tests (beside the workers, not on their path: see
+    /// `gen_time_share`).
     pub gen_time_sec: f64,
+    /// Seconds the lanes (one per job) waited for a test to run, summed over lanes.
+    #[serde(default)]
+    pub worker_wait_sec: f64,
+    /// Lanes x testing wall time, in seconds: the denominator of `gen_time_share`.
+    #[serde(default)]
+    pub worker_lane_sec: f64,
+    /// CPU time of the fuzzer process itself (generation, IPC, oracle, findings, stats; every thread).
+    #[serde(default)]
+    pub fuzzer_cpu_sec: f64,
+    /// CPU time of the campaign's worker processes, from their own accounting.
+    #[serde(default)]
+    pub worker_cpu_sec: f64,
+    /// Of `worker_cpu_sec`, the part inside the target (ORT: session creation and run).
+    #[serde(default)]
+    pub worker_target_cpu_sec: f64,
+    /// Worker processes replaced by fresh ones, by reason (`tests`: the --recycle-tests budget, `memory`: the
+    /// --recycle-mb budget).
+    #[serde(default)]
+    pub workers_recycled: BTreeMap<String, u64>,
+    /// Largest resident set size, in MiB: of the fuzzer process (its peak, from getrusage), and of any one worker
+    /// process (read from /proc after each test).
+    #[serde(default)]
+    pub fuzzer_rss_max_mb: f64,
+    #[serde(default)]
+    pub worker_rss_max_mb: f64,
     /// Tests whose source failed to build them.
     pub gen_failures: u64,
     /// Why invalid tests were invalid (named unsupported filters, `reference-error`, ...).
@@ -75,6 +104,31 @@ pub struct Stats {
     pub entries_by_class: BTreeMap<String, u64>,
     /// (elapsed_sec, tests_executed) samples, for the throughput plot.
     pub timeline: Vec<(f64, u64)>,
+    /// Resident memory over time (every [`MEMORY_EVERY_SEC`] seconds, thinned to at most [`MAX_SAMPLES`]
+    /// points), for memory.svg.
+    #[serde(default)]
+    pub memory: Vec<MemSample>,
+}
+
+/// One memory sample: resident set sizes in MiB, from /proc.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct MemSample {
+    pub elapsed_sec: f64,
+    pub fuzzer_mb: f64,
+    /// One per worker of the lanes, lane-major (0: no process at that moment, e.g. between two).
+    pub workers_mb: Vec<f64>,
+}
+
+/// How often memory is sampled.
+pub const MEMORY_EVERY_SEC: f64 = 10.0;
+/// The most samples a series keeps: beyond, every other one is dropped.
+pub const MAX_SAMPLES: usize = 2000;
+
+/// Keeps every other point of a series longer than [`MAX_SAMPLES`].
+fn thin<T: Clone>(v: &mut Vec<T>) {
+    if v.len() > MAX_SAMPLES {
+        *v = v.iter().step_by(2).cloned().collect();
+    }
 }
 
 /// How many invalid tests a campaign keeps as examples.
@@ -138,16 +192,31 @@ impl Stats {
         self.validity_rate =
             if self.tests_executed > 0 { self.tests_valid as f64 / self.tests_executed as f64 } else { 0.0 };
         self.tests_per_sec = if elapsed > 0.0 { self.tests_executed as f64 / elapsed } else { 0.0 };
-        self.gen_time_share = if elapsed > 0.0 { (self.gen_time_sec / elapsed).min(1.0) } else { 0.0 };
+        self.gen_time_share = wait_share(self.worker_wait_sec, self.worker_lane_sec);
         self.trigger_rate = (self.tests_with_target_pass > 0)
             .then(|| self.target_pass_fired as f64 / self.tests_with_target_pass as f64);
     }
 
-    /// Adds a throughput sample (bounded: thinned to at most 2000 points).
+    /// Adds a throughput sample (bounded: thinned to at most [`MAX_SAMPLES`] points).
     pub fn sample(&mut self, elapsed: f64) {
         self.timeline.push((elapsed, self.tests_executed));
-        if self.timeline.len() > 2000 {
-            self.timeline = self.timeline.iter().step_by(2).copied().collect();
-        }
+        thin(&mut self.timeline);
+    }
+
+    /// Adds a memory sample (bounded like the timeline) and keeps the maxima.
+    pub fn sample_memory(&mut self, s: MemSample) {
+        self.fuzzer_rss_max_mb = self.fuzzer_rss_max_mb.max(s.fuzzer_mb);
+        self.worker_rss_max_mb = s.workers_mb.iter().copied().fold(self.worker_rss_max_mb, f64::max);
+        self.memory.push(s);
+        thin(&mut self.memory);
+    }
+}
+
+/// `gen_time_share` from the lanes' waits and their testing time.
+pub fn wait_share(wait_sec: f64, lane_sec: f64) -> f64 {
+    if lane_sec > 0.0 {
+        (wait_sec / lane_sec).min(1.0)
+    } else {
+        0.0
     }
 }

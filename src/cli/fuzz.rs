@@ -63,6 +63,12 @@ pub struct FuzzArgs {
     /// campaign); `oatest merge` joins the shards' run directories.
     #[arg(long, value_name = "K/N")]
     pub shard: Option<String>,
+    /// Replace a worker process by a fresh one after this many tests (0: never).
+    #[arg(long, default_value_t = campaign::RECYCLE_TESTS)]
+    pub recycle_tests: u64,
+    /// Replace a worker process by a fresh one once its resident memory exceeds this many MiB (0: never).
+    #[arg(long, default_value_t = campaign::RECYCLE_MB)]
+    pub recycle_mb: u64,
 }
 
 impl FuzzArgs {
@@ -120,6 +126,8 @@ impl FuzzArgs {
             patterns,
             triage: !self.no_triage,
             shard: self.shard.as_deref().map(campaign::Shard::parse).transpose()?.unwrap_or_default(),
+            recycle_tests: self.recycle_tests,
+            recycle_mb: self.recycle_mb,
         })
     }
 }
@@ -196,7 +204,21 @@ fn print_summary(s: &campaign::Summary) {
         }
     );
     println!("  validity          {:.2}% ({} valid)", st.validity_rate * 100.0, st.tests_valid);
-    println!("  generation time   {:.1}% of wall time", st.gen_time_share * 100.0);
+    println!(
+        "  waiting for tests {:.2}% of the workers' time (tests made by generator threads in {:.0} s)",
+        st.gen_time_share * 100.0,
+        st.gen_time_sec
+    );
+    let rest = st.worker_cpu_sec - st.worker_target_cpu_sec;
+    println!(
+        "  CPU               fuzzer {:.0} s; workers {:.0} s ({:.0} s inside the target, {:.0} s else)",
+        st.fuzzer_cpu_sec, st.worker_cpu_sec, st.worker_target_cpu_sec, rest
+    );
+    let recycled: u64 = st.workers_recycled.values().sum();
+    println!(
+        "  memory (RSS max)  fuzzer {:.0} MiB, a worker {:.0} MiB; {recycled} worker processes recycled",
+        st.fuzzer_rss_max_mb, st.worker_rss_max_mb
+    );
     println!("  passes fired      {} distinct", st.passes_fired.len());
     println!("  findings          {} raw, {} unique", st.findings_raw, st.findings_unique);
     for (k, v) in &st.by_symptom {
@@ -215,7 +237,7 @@ fn print_summary(s: &campaign::Summary) {
         println!("    {class:<15} {n} entries in {folder}/ ({findings} findings)");
     }
     println!("  results           {}", s.out.display());
-    println!("    stats.json, throughput.svg, passes.svg, findings/<test>-<symptom>/ (model.onnx or recipe.json, input_*.pb, outcome.json, meta.json)");
+    println!("    stats.json, throughput.svg, memory.svg, passes.svg, findings/<test>-<symptom>/ (model.onnx or recipe.json, input_*.pb, outcome.json, meta.json)");
     println!("    bugs/<signature>/ (report.md, repro.py, model.onnx minimized, original.onnx), examples/<pass>/");
     println!("    reference/, precision/, widened/, platform/, nonfinite/, undecided/, unattributed/: findings that are not optimizer bugs");
     println!("    regression suite: oatest export {} --out DIR", s.out.display());

@@ -9,7 +9,8 @@
 //! `oatest.fault.needs` = `FuseA;FuseB` the fault is an optimizer bug with known culprits: every optimized
 //! run "fires" one pass `Fuse<Op>` per op type in the graph (unless disabled), and the fault happens only
 //! when every needed pass fired. `oatest.fault.without` = `Op=fault`: in a graph without an `Op` node the fault
-//! is that other one (a reduction that removes it would slide to another bug).
+//! is that other one (a reduction that removes it would slide to another bug). `leak`: every run keeps 16 MiB
+//! for the life of the worker process (a leaking compiler; the answers stay right).
 
 use super::{Config, NamedTensor, Outcome, Status, Target};
 use crate::graph::onnx::decode_model;
@@ -108,6 +109,11 @@ impl Target for FaultTarget {
                 std::thread::sleep(std::time::Duration::from_millis(100));
                 std::process::exit(3)
             });
+        }
+        if fault == Some("leak") {
+            static KEPT: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+            KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(vec![1u8; 16 << 20]);
+            // touched: resident
         }
         // only optimized configurations misbehave, as an optimizer bug would
         if config.level != super::Level::Disable {

@@ -27,11 +27,13 @@ impl Test {
     }
 }
 
-/// Makes test `id` of a campaign; the same id always gives the same test.
-pub trait TestSource: Send {
-    fn make(&mut self, id: u64) -> anyhow::Result<Test>;
+/// Makes test `id` of a campaign; the same id always gives the same test. Shared by the campaign's generator
+/// threads: `make` may be called for several ids at once, in any order, but for an id `i` only after every
+/// test `<= i - POOL_LAG * stride` has had its `feedback`.
+pub trait TestSource: Send + Sync {
+    fn make(&self, id: u64) -> anyhow::Result<Test>;
     /// Told, in test-id order, how each test ended (`clean`: valid and no finding).
-    fn feedback(&mut self, _test: &Test, _clean: bool) {}
+    fn feedback(&self, _test: &Test, _clean: bool) {}
 }
 
 /// Random seed graphs (`oatest seeds gen`), inputs from the same seed.
@@ -41,7 +43,7 @@ pub struct SeedgenSource {
 }
 
 impl TestSource for SeedgenSource {
-    fn make(&mut self, id: u64) -> anyhow::Result<Test> {
+    fn make(&self, id: u64) -> anyhow::Result<Test> {
         let m = generate(self.seed, id, &self.cfg);
         let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))?;
         Ok(Test { id, model: onnx::encode_model(&m), inputs, origin: "seedgen".into(), target_pass: None })
@@ -63,7 +65,7 @@ impl DirSource {
 }
 
 impl TestSource for DirSource {
-    fn make(&mut self, id: u64) -> anyhow::Result<Test> {
+    fn make(&self, id: u64) -> anyhow::Result<Test> {
         // a hash of the id, so that interleaving with other sources still reaches every file
         let h = id.wrapping_add(0x9e3779b97f4a7c15).wrapping_mul(0xbf58476d1ce4e5b9).rotate_left(31);
         let path = &self.files[(h % self.files.len() as u64) as usize];
@@ -79,11 +81,11 @@ impl TestSource for DirSource {
 pub struct Mix(pub Vec<Box<dyn TestSource>>);
 
 impl TestSource for Mix {
-    fn make(&mut self, id: u64) -> anyhow::Result<Test> {
+    fn make(&self, id: u64) -> anyhow::Result<Test> {
         let n = self.0.len() as u64;
         self.0[(id % n) as usize].make(id)
     }
-    fn feedback(&mut self, test: &Test, clean: bool) {
+    fn feedback(&self, test: &Test, clean: bool) {
         let n = self.0.len() as u64;
         self.0[(test.id % n) as usize].feedback(test, clean)
     }
@@ -97,36 +99,41 @@ pub struct SynthSource {
     pub patterns: Vec<crate::pattern::Pattern>,
     /// Seed graphs given with `--seeds DIR` (only those whose ops the catalog knows can be spliced into).
     pub extra_seeds: Vec<crate::graph::Model>,
-    /// (test id, model) of passing synthesized tests, oldest first; bounded.
-    pool: Vec<(u64, crate::graph::Model)>,
+    /// (test id, model) of passing synthesized tests in id order; bounded (see [`SynthSource::feedback`]).
+    pool: std::sync::Mutex<Vec<(u64, std::sync::Arc<crate::graph::Model>)>>,
     /// The distance between the ids this source is asked for (a shard of N makes every N-th id): the pool lag
     /// counts in steps of it, so that a shard's tests depend on (seed, id) and the shard alone.
     pub stride: u64,
 }
 
-/// How many passing tests the seed pool keeps.
+/// How many passing tests a test's seed pool holds: test `i` draws from the last `POOL_CAP` passing tests
+/// `<= i - POOL_LAG * stride`.
 pub const POOL_CAP: usize = 256;
-/// Test `i` may use pool entries of tests `<= i - POOL_LAG` only: those are always processed before `i` is
-/// made (the campaign keeps fewer tests than this in flight), so a test depends on (seed, id) alone.
+/// Test `i` may use pool entries of tests `<= i - POOL_LAG * stride` only: the campaign makes `i` only after
+/// those are processed, so a test depends on (seed, id) alone, however far ahead of the workers it is made.
 pub const POOL_LAG: u64 = 256;
 
 impl SynthSource {
     pub fn new(seed: u64, cfg: SeedConfig, patterns: Vec<crate::pattern::Pattern>) -> SynthSource {
-        SynthSource { seed, cfg, patterns, extra_seeds: Vec::new(), pool: Vec::new(), stride: 1 }
+        SynthSource { seed, cfg, patterns, extra_seeds: Vec::new(), pool: Default::default(), stride: 1 }
     }
 }
 
 impl TestSource for SynthSource {
-    fn make(&mut self, id: u64) -> anyhow::Result<Test> {
+    fn make(&self, id: u64) -> anyhow::Result<Test> {
         use rand::Rng as _;
         anyhow::ensure!(!self.patterns.is_empty(), "no patterns to synthesize from");
         let mut rng = crate::seedgen::rng_for(self.seed ^ 0x5eed_5eed, id);
-        let eligible = self.pool.iter().filter(|(pid, _)| pid + POOL_LAG * self.stride <= id).count();
+        let pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        // the view of test `id`: the last POOL_CAP passing tests old enough (a function of (seed, id) alone)
+        let end = pool.partition_point(|(pid, _)| pid + POOL_LAG * self.stride <= id);
+        let view: Vec<_> = pool[end.saturating_sub(POOL_CAP)..end].iter().map(|e| e.1.clone()).collect();
+        drop(pool);
         let mut last = String::new();
         for attempt in 0..6u64 {
             let p = &self.patterns[rng.random_range(0..self.patterns.len())];
-            let base = if eligible > 0 && rng.random_bool(0.5) {
-                self.pool[rng.random_range(0..eligible)].1.clone()
+            let base = if !view.is_empty() && rng.random_bool(0.5) {
+                (*view[rng.random_range(0..view.len())]).clone()
             } else if !self.extra_seeds.is_empty() && rng.random_bool(0.5) {
                 self.extra_seeds[rng.random_range(0..self.extra_seeds.len())].clone()
             } else {
@@ -150,15 +157,17 @@ impl TestSource for SynthSource {
         anyhow::bail!("synthesis failed 6 times (last: {last})")
     }
 
-    fn feedback(&mut self, test: &Test, clean: bool) {
+    fn feedback(&self, test: &Test, clean: bool) {
         if !clean || test.target_pass.is_none() {
             return;
         }
         let Ok(m) = onnx::decode_model(&test.model) else { return };
-        if self.pool.len() >= POOL_CAP {
-            self.pool.remove(0);
-        }
-        self.pool.push((test.id, m));
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        pool.push((test.id, std::sync::Arc::new(m)));
+        // every test still to be made has an id above this one, so its view ends at or after the view of
+        // `test.id + 1`: what is older than that view's POOL_CAP entries is never drawn again
+        let end = pool.partition_point(|(pid, _)| pid + POOL_LAG * self.stride <= test.id + 1);
+        pool.drain(..end.saturating_sub(POOL_CAP));
     }
 }
 
@@ -173,7 +182,7 @@ pub struct RelaxSynthSource {
 }
 
 impl TestSource for RelaxSynthSource {
-    fn make(&mut self, id: u64) -> anyhow::Result<Test> {
+    fn make(&self, id: u64) -> anyhow::Result<Test> {
         use rand::Rng as _;
         anyhow::ensure!(!self.patterns.is_empty(), "no Relax patterns to synthesize from");
         let mut rng = crate::seedgen::rng_for(self.seed ^ 0x7e1a_5eed, id);

@@ -142,3 +142,38 @@ fn outputs_connect_onward_or_become_graph_outputs() {
     let (m, info) = splice(&seed(), &p, &mut Rng::seed_from_u64(3), 3, Some(2)).unwrap();
     assert_eq!((info.connected, m.graph.outputs.len()), (0, 2));
 }
+
+/// A synthesized test depends on (seed, id) alone: the same whether the campaign fed earlier tests back just
+/// in time (every test `<= i - POOL_LAG` before `i` is made) or right after making them, with the pool full.
+#[test]
+fn synthesized_tests_do_not_depend_on_when_earlier_tests_were_fed_back() {
+    use crate::synth::source::{SynthSource, TestSource, POOL_CAP, POOL_LAG};
+    let cfg = crate::seedgen::SeedConfig { max_nodes: 4, ..Default::default() };
+    let pats = vec![pattern(t(DType::F32, &[2, 3])), pattern(t(DType::F32, &[4]))];
+    let n = 2 * POOL_LAG + POOL_CAP as u64 + 40;
+    let eager = SynthSource::new(7, cfg.clone(), pats.clone());
+    let a: Vec<Option<Vec<u8>>> = (0..n)
+        .map(|id| {
+            let t = eager.make(id).ok()?;
+            eager.feedback(&t, true);
+            Some(t.model)
+        })
+        .collect();
+    let lazy = SynthSource::new(7, cfg.clone(), pats.clone());
+    let mut made: Vec<Option<crate::synth::source::Test>> = Vec::new();
+    for id in 0..n {
+        for t in made.iter().skip((id.saturating_sub(POOL_LAG)) as usize).take(1).flatten() {
+            if t.id + POOL_LAG <= id {
+                lazy.feedback(t, true);
+            }
+        }
+        made.push(lazy.make(id).ok());
+    }
+    let b: Vec<Option<Vec<u8>>> = made.into_iter().map(|t| t.map(|t| t.model)).collect();
+    assert!(a.iter().filter(|m| m.is_some()).count() as u64 > n / 2, "most syntheses succeed");
+    assert_eq!(a, b, "the same tests whenever the feedback came");
+    // the pool mattered: without feedback, later tests differ
+    let none = SynthSource::new(7, cfg, pats);
+    let differ = (POOL_LAG..n).filter(|&id| none.make(id).ok().map(|t| t.model) != a[id as usize]).count();
+    assert!(differ > 0, "tests drew from the pool");
+}

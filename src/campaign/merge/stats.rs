@@ -52,7 +52,7 @@ fn timeline(parts: &[&Stats]) -> Vec<(f64, u64)> {
 pub fn sum(parts: &[&Stats]) -> Stats {
     let first = parts.first().copied().cloned().unwrap_or_default();
     let mut t = Stats::new(&first.target, &first.target_version, first.seed);
-    let (mut testing_sec, mut rate) = (0.0, 0.0);
+    let mut rate = 0.0;
     for p in parts {
         // every field named: a field added to Stats must be given its merge rule here
         let Stats {
@@ -89,7 +89,24 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             triaged_by_class,
             entries_by_class: _,
             timeline: _,
+            worker_wait_sec,
+            worker_lane_sec,
+            fuzzer_cpu_sec,
+            worker_cpu_sec,
+            worker_target_cpu_sec,
+            workers_recycled,
+            fuzzer_rss_max_mb,
+            worker_rss_max_mb,
+            memory: _, // each shard's own series stays in its entry
         } = p;
+        t.worker_wait_sec += worker_wait_sec;
+        t.worker_lane_sec += worker_lane_sec;
+        t.fuzzer_cpu_sec += fuzzer_cpu_sec;
+        t.worker_cpu_sec += worker_cpu_sec;
+        t.worker_target_cpu_sec += worker_target_cpu_sec;
+        add(&mut t.workers_recycled, workers_recycled);
+        t.fuzzer_rss_max_mb = t.fuzzer_rss_max_mb.max(*fuzzer_rss_max_mb);
+        t.worker_rss_max_mb = t.worker_rss_max_mb.max(*worker_rss_max_mb);
         t.tests_generated += tests_generated;
         t.tests_valid += tests_valid;
         t.tests_executed += tests_executed;
@@ -102,7 +119,6 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             t.elapsed_sec = *elapsed_sec;
             t.triage_finish_sec = *triage_finish_sec;
         }
-        testing_sec += elapsed_sec - triage_finish_sec;
         t.gen_time_sec += gen_time_sec;
         t.gen_failures += gen_failures;
         add(&mut t.invalid_reasons, invalid_reasons);
@@ -128,7 +144,7 @@ pub fn sum(parts: &[&Stats]) -> Stats {
     t.findings_unique = t.signatures.len() as u64;
     t.validity_rate = if t.tests_executed > 0 { t.tests_valid as f64 / t.tests_executed as f64 } else { 0.0 };
     t.tests_per_sec = rate;
-    t.gen_time_share = if testing_sec > 0.0 { (t.gen_time_sec / testing_sec).min(1.0) } else { 0.0 };
+    t.gen_time_share = crate::campaign::stats::wait_share(t.worker_wait_sec, t.worker_lane_sec);
     t.trigger_rate =
         (t.tests_with_target_pass > 0).then(|| t.target_pass_fired as f64 / t.tests_with_target_pass as f64);
     t.timeline = timeline(parts);

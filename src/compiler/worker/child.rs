@@ -1,7 +1,7 @@
 //! The worker side (`oatest worker --target T`): opens one target and answers requests on stdin until it
 //! closes, writing frames to the original stdout while everything else printed to fd 1 goes to stderr.
 
-use super::protocol::{read_frame, write_frame, Request, Response, MAX_FRAME};
+use super::protocol::{read_frame, write_frame, Accounting, Request, Response, MAX_FRAME};
 use crate::compiler::{open, Outcome, Status, TargetKind};
 
 /// The child side: serve requests until stdin closes. Stdout is kept for frames only: anything a library
@@ -37,8 +37,13 @@ pub fn serve(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Re
             }
             Request::Run { model, inputs, configs } => {
                 for config in &configs {
+                    // the worker's own accounting: CPU time inside the target (session creation and run, for
+                    // ORT) and the process's whole CPU time so far
+                    let before = process_cpu_ms();
                     let o = fit_frame(target.run(&model, &inputs, config));
-                    write_frame(&mut out, &Response::Outcome(o))?;
+                    let after = process_cpu_ms();
+                    let cpu = Accounting { target_cpu_ms: after - before, process_cpu_ms: after };
+                    write_frame(&mut out, &Response::Outcome(o, cpu))?;
                 }
             }
         }
@@ -55,4 +60,12 @@ fn fit_frame(mut o: Outcome) -> Outcome {
             Status::Error { message: format!("outputs of {bytes} bytes exceed oatest's {MAX_FRAME}-byte frame limit") };
     }
     o
+}
+
+/// CPU time (user + system, every thread) this process has used, in milliseconds.
+fn process_cpu_ms() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
 }

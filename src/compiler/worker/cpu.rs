@@ -1,5 +1,5 @@
-//! CPU-time accounting from /proc: how much CPU a worker actually got, so that a background worker starved of
-//! CPU is not mistaken for a hung one.
+//! CPU-time and memory accounting from /proc: how much CPU a worker actually got, so that a background worker
+//! starved of CPU is not mistaken for a hung one, and how much memory a process holds (endurance figures).
 
 use std::time::Duration;
 
@@ -12,4 +12,35 @@ pub(super) fn cpu_time(pid: u32) -> Option<Duration> {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     Some(Duration::from_millis(ticks * 1000 / hz))
+}
+
+/// Resident set size of a process (`None`: this one), in bytes, from /proc.
+pub fn rss_bytes(pid: Option<u32>) -> Option<u64> {
+    let path = pid.map_or_else(|| "/proc/self/statm".to_string(), |p| format!("/proc/{p}/statm"));
+    let statm = std::fs::read_to_string(path).ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    Some(pages * page)
+}
+
+/// CPU time (user + system, every thread) this process has used so far.
+pub fn own_cpu_time() -> Duration {
+    let ru = own_rusage();
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Duration::from_micros(us(ru.ru_utime) + us(ru.ru_stime))
+}
+
+/// The largest resident set size this process has had, in MiB.
+pub fn own_peak_rss_mb() -> f64 {
+    own_rusage().ru_maxrss as f64 / 1024.0 // KiB on Linux
+}
+
+fn own_rusage() -> libc::rusage {
+    // SAFETY: an all-zero rusage is a valid value, and getrusage writes into the struct it is given.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    }
 }

@@ -77,6 +77,30 @@ pub struct Worker {
     /// How many times the worker process was found dead between requests (an infrastructure event: restarted,
     /// never blamed on the next test).
     pub idle_deaths: u64,
+    /// CPU time of this worker's processes, from their own accounting.
+    pub cpu: WorkerCpu,
+}
+
+/// Where a worker's CPU time went, summed over its processes, in milliseconds (what the processes reported
+/// with their outcomes: a process's time after its last outcome, e.g. a crash, is not counted).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WorkerCpu {
+    /// Inside the target (ORT: session creation and run).
+    pub target_ms: f64,
+    /// Processes that ended.
+    ended_ms: f64,
+    /// The running process, as of its last outcome.
+    current_ms: f64,
+}
+
+impl WorkerCpu {
+    /// Everything the worker processes used: start-up, requests, the target.
+    pub fn total_ms(&self) -> f64 {
+        self.ended_ms + self.current_ms
+    }
+    fn ended(&mut self) {
+        self.ended_ms += std::mem::take(&mut self.current_ms);
+    }
 }
 
 const TAIL: usize = 8192;
@@ -116,6 +140,7 @@ impl Worker {
             },
             starts: 0,
             idle_deaths: 0,
+            cpu: WorkerCpu::default(),
         };
         w.spawn()?;
         Ok(w)
@@ -241,7 +266,9 @@ impl Worker {
                 let got = if sent { Self::wait(proc, start, &self.spec) } else { Got::Gone };
                 let ms = start.elapsed().as_secs_f64() * 1e3;
                 match got {
-                    Got::Frame(Response::Outcome(mut o)) => {
+                    Got::Frame(Response::Outcome(mut o, acct)) => {
+                        self.cpu.target_ms += acct.target_cpu_ms;
+                        self.cpu.current_ms = acct.process_cpu_ms;
                         if oversize {
                             let message =
                                 format!("inputs of {input_bytes} bytes exceed oatest's {MAX_INPUT_BYTES}-byte limit: compiled only");
@@ -280,6 +307,7 @@ impl Worker {
 
     /// The worker stopped answering: wait for it (briefly), kill it, and say how it ended.
     fn reap(&mut self) -> Status {
+        self.cpu.ended();
         let mut proc = self.proc.take().expect("present");
         let deadline = Instant::now() + Duration::from_millis(2000);
         while Instant::now() < deadline && matches!(proc.child.try_wait(), Ok(None)) {
@@ -295,6 +323,7 @@ impl Worker {
     }
 
     fn kill(&mut self) {
+        self.cpu.ended();
         if let Some(mut p) = self.proc.take() {
             let _ = p.child.kill();
             let _ = p.child.wait();
@@ -302,8 +331,22 @@ impl Worker {
     }
 }
 
-impl Drop for Worker {
-    fn drop(&mut self) {
+impl Worker {
+    /// The running worker process's id.
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.as_ref().map(|p| p.child.id())
+    }
+
+    /// Replaces the worker process by a fresh one between requests (a leaking compiler's memory comes back);
+    /// a fresh process that cannot start is started again at the next request, which reports why not.
+    pub fn recycle(&mut self) {
+        self.stop();
+        let _ = self.spawn();
+    }
+
+    /// Ends the worker process: its input closed, it exits; killed if it does not within 500 ms.
+    fn stop(&mut self) {
+        self.cpu.ended();
         if let Some(mut p) = self.proc.take() {
             drop(p.stdin);
             let deadline = Instant::now() + Duration::from_millis(500);
@@ -316,6 +359,12 @@ impl Drop for Worker {
             let _ = p.child.kill();
             let _ = p.child.wait();
         }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -36,9 +36,19 @@ pub enum Response {
         default_configs: Vec<Config>,
         optional_passes: Vec<String>,
     },
-    Outcome(Outcome),
+    /// One configuration's outcome, with the worker's CPU accounting for it.
+    Outcome(Outcome, Accounting),
     /// The worker cannot serve (e.g. the compiler library failed to load).
     Fatal(String),
+}
+
+/// What a worker says about its CPU time with each outcome (from its own clock, in milliseconds).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default)]
+pub struct Accounting {
+    /// CPU time spent inside the target for this outcome (ORT: session creation and run).
+    pub target_cpu_ms: f64,
+    /// The worker process's CPU time since it started.
+    pub process_cpu_ms: f64,
 }
 
 /// The largest frame accepted (a model plus its inputs).
