@@ -38,11 +38,12 @@ pub struct BenchArgs {
     pub rounds: Option<usize>,
     #[arg(long)]
     pub ort_lib: Option<PathBuf>,
-    /// Internal: replay part K/N of the tests in this file (a child of `--kind campaign`).
-    #[arg(long, hide = true, requires = "part")]
+    /// Internal: replay the tests in this file (a child of `--kind campaign`), taking the next test's index
+    /// from the shared counter file `--counter`.
+    #[arg(long, hide = true, requires = "counter")]
     pub replay: Option<PathBuf>,
     #[arg(long, hide = true)]
-    pub part: Option<String>,
+    pub counter: Option<PathBuf>,
     /// Internal: the replay's configurations.
     #[arg(long = "config", hide = true)]
     pub configs: Vec<String>,
@@ -141,6 +142,14 @@ fn campaign(a: BenchArgs) -> anyhow::Result<()> {
     );
     let waits: Vec<String> = rounds.iter().map(|r| format!("{:.2}%", r.stats.gen_time_share * 100.0)).collect();
     println!("workers waited for a test: {}", waits.join(", "));
+    // wall-clock rates need the cores to themselves: on a loaded machine the campaign's workers, which sleep
+    // between requests, get more of the CPU than replay processes that never sleep; CPU per test does not care
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "load average {} on {} cores (rates compare only on an otherwise idle machine; the CPU ratio always)",
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
     Ok(())
 }
 
@@ -192,8 +201,10 @@ impl TestSource for ArcSource {
 
 type Case = (Vec<u8>, Vec<NamedTensor>);
 
-/// Replays `tests` in `jobs` child processes (test k in process k mod jobs), each loading its part first and
-/// starting on a common signal; returns tests per second over the slowest process, and the CPU seconds used.
+/// Replays `tests` in `jobs` child processes, each loading them all first and starting on a common signal, then
+/// taking the next test from a counter in shared memory (as the campaign's lanes take the next test from its
+/// queue, so one slow test does not hold the others up); returns tests per second over the slowest process,
+/// and the CPU seconds used.
 fn replay(
     a: &BenchArgs,
     tests: &[Test],
@@ -204,11 +215,13 @@ fn replay(
     let file = dir.join("tests.bin");
     let cases: Vec<Case> = tests.iter().map(|t| (t.model.clone(), t.inputs.clone())).collect();
     crate::util::write_atomic(&file, &bincode::serialize(&cases)?)?;
+    let counter = dir.join("next");
+    crate::util::write_atomic(&counter, &[0u8; 8])?;
     let exe = std::env::current_exe().context("cannot locate the oatest executable")?;
     let mut children = Vec::new();
-    for k in 0..jobs {
+    for _ in 0..jobs {
         let mut cmd = std::process::Command::new(&exe);
-        cmd.args(["bench", "--target", &a.target, "--replay"]).arg(&file).args(["--part", &format!("{k}/{jobs}")]);
+        cmd.args(["bench", "--target", &a.target, "--replay"]).arg(&file).arg("--counter").arg(&counter);
         for c in configs {
             cmd.arg("--config").arg(c.to_string());
         }
@@ -243,24 +256,44 @@ fn replay(
     Ok((tests.len() as f64 / slowest, cpu))
 }
 
-/// A replay process: its part of the tests, each under every configuration, through one in-process target.
+/// A replay process: tests taken in turn from the shared counter, each under every configuration, through one
+/// in-process target.
 fn replay_part(a: &BenchArgs, file: &std::path::Path) -> anyhow::Result<()> {
     let kind = TargetKind::parse(&a.target)?;
-    let part = a.part.as_deref().unwrap_or("0/1");
-    let (k, n) = part.split_once('/').context("--part K/N")?;
-    let (k, n): (usize, usize) = (k.parse()?, n.parse()?);
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let cases: Vec<Case> =
         bincode::deserialize(&bytes).with_context(|| format!("{}: not a test list", file.display()))?;
-    let mine: Vec<&Case> = cases.iter().skip(k).step_by(n.max(1)).collect();
     let configs: Vec<Config> = a.configs.iter().map(|c| Config::parse(c)).collect::<anyhow::Result<_>>()?;
+    let path = a.counter.as_deref().context("--counter")?;
+    let counter = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: maps the 8-byte file shared; the mapping lives until this process exits and is only used as an
+    // AtomicU64 (8-byte aligned: mappings are page-aligned).
+    let next = unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            8,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            counter.as_raw_fd(),
+            0,
+        );
+        anyhow::ensure!(p != libc::MAP_FAILED, "{}: cannot map the counter", path.display());
+        &*(p as *const std::sync::atomic::AtomicU64)
+    };
     let mut target = open(&kind, a.ort_lib.as_deref())?;
     println!("ready");
     std::io::stdout().flush()?;
     let mut go = String::new();
     std::io::stdin().read_line(&mut go)?;
     let (t, cpu0) = (Instant::now(), own_cpu_time());
-    for (model, feeds) in mine {
+    loop {
+        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as usize;
+        let Some((model, feeds)) = cases.get(i) else { break };
         for c in &configs {
             std::hint::black_box(target.run(model, feeds, c));
         }
