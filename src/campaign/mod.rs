@@ -105,7 +105,10 @@ pub fn run(
         })
         .collect();
 
-    // triage in the background: findings left from an interrupted run first
+    // triage in the background: findings left from an interrupted run first; entries labeled with the known
+    // upstream bugs and the other ORT builds
+    let known = crate::triage::known::KnownBugs::load_or_default(settings.known.as_deref())?;
+    let labeler = crate::triage::upstream::Labeler::new(known, &settings.also_ort_libs);
     let mut triager = (settings.triage && kinds.len() == 1).then(|| {
         let mut spec = WorkerSpec::new(kinds[0].clone()).expect("the lanes started this kind");
         spec.ort_lib = settings.ort_lib.clone();
@@ -115,7 +118,7 @@ pub fn run(
         spec.background = true;
         spec.mem_limit_mb = Some(settings.mem_mb);
         let limits = crate::triage::reduce::Limits { max_checks: 1000, time: Duration::from_secs(60) };
-        triager::Triager::start(spec, settings.out.clone(), oracle.clone(), limits, stop.clone())
+        triager::Triager::start(spec, settings.out.clone(), oracle.clone(), limits, labeler, stop.clone())
     });
     if let Some(t) = &triager {
         let mut seen = std::collections::HashSet::new();

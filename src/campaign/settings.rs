@@ -50,6 +50,12 @@ pub struct Settings {
     /// A worker process is replaced by a fresh one once its resident memory exceeds this many MiB (0: never).
     #[serde(default = "recycle_mb")]
     pub recycle_mb: u64,
+    /// Other ONNX Runtime libraries every minimized ORT bug is re-run with (affected versions).
+    #[serde(default)]
+    pub also_ort_libs: Vec<PathBuf>,
+    /// The known-bugs file (none: the project's `data/known-bugs.toml`).
+    #[serde(default)]
+    pub known: Option<PathBuf>,
 }
 
 fn yes() -> bool {

@@ -6,6 +6,7 @@
 use crate::compiler::worker::{Worker, WorkerSpec};
 use crate::oracle::Oracle;
 use crate::triage::reduce::Limits;
+use crate::triage::upstream::Labeler;
 use crate::triage::Filed;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -36,10 +37,18 @@ pub struct Triager {
 
 impl Triager {
     /// Starts the thread and its worker; `run` is the run directory (bugs/ and the class folders).
-    pub fn start(spec: WorkerSpec, run: PathBuf, oracle: Oracle, limits: Limits, stop: Arc<AtomicBool>) -> Triager {
+    /// `labeler` labels the entries it files (known upstream bugs, other ORT builds).
+    pub fn start(
+        spec: WorkerSpec,
+        run: PathBuf,
+        oracle: Oracle,
+        limits: Limits,
+        labeler: Labeler,
+        stop: Arc<AtomicBool>,
+    ) -> Triager {
         let (tx, rx) = channel::<Msg>();
         let (rtx, results) = channel::<Report>();
-        let thread = std::thread::spawn(move || serve(spec, run, oracle, limits, rx, rtx, stop));
+        let thread = std::thread::spawn(move || serve(spec, run, oracle, limits, labeler, rx, rtx, stop));
         Triager { tx, results, thread: Some(thread) }
     }
 
@@ -60,12 +69,14 @@ fn serve(
     run: PathBuf,
     oracle: Oracle,
     limits: Limits,
+    labeler: Labeler,
     rx: Receiver<Msg>,
     tx: Sender<Report>,
     stop: Arc<AtomicBool>,
 ) -> usize {
     let mut worker: Option<Worker> = None;
-    let mut session = crate::triage::session::Session::new(&run, oracle, limits, true, spec.background);
+    let mut session =
+        crate::triage::session::Session::new(&run, oracle, limits, true, spec.background).with_labeler(labeler);
     // (not first, arrival order, dir): firsts before duplicates, each in filing order
     let mut queue: BinaryHeap<Reverse<(bool, u64, PathBuf)>> = BinaryHeap::new();
     let (mut arrivals, mut finishing) = (0u64, false);

@@ -175,6 +175,8 @@ fn round(a: &BenchArgs, kind: &TargetKind, configs: &[Config], jobs: usize) -> a
         shard: Default::default(),
         recycle_tests: campaign::RECYCLE_TESTS,
         recycle_mb: campaign::RECYCLE_MB,
+        also_ort_libs: Vec::new(),
+        known: None,
     };
     anyhow::ensure!(a.mode != "synth" || settings.patterns.is_some(), "--mode synth: no patterns/{}", kind.name());
     let source = std::sync::Arc::new(Recording { inner: campaign::sources(&settings)?, made: Mutex::new(Vec::new()) });

@@ -56,6 +56,13 @@ pub struct FuzzArgs {
     /// ONNX Runtime library (default: ORT_DYLIB_PATH, then the onnxruntime wheel in .venv).
     #[arg(long)]
     pub ort_lib: Option<PathBuf>,
+    /// Another ONNX Runtime library (repeatable): triage re-runs every minimized ORT bug with it and records per
+    /// version whether it reproduces (bug.json `versions`, "fixed upstream in X").
+    #[arg(long = "also-ort-lib", value_name = "PATH")]
+    pub also_ort_libs: Vec<PathBuf>,
+    /// Known upstream bugs that triage labels entries with (default: the project's data/known-bugs.toml).
+    #[arg(long, value_name = "FILE")]
+    pub known: Option<PathBuf>,
     /// Do not triage findings while the campaign runs (`oatest triage RUN_DIR` does it afterwards).
     #[arg(long)]
     pub no_triage: bool,
@@ -83,6 +90,9 @@ impl FuzzArgs {
 
     fn settings(&self) -> anyhow::Result<Settings> {
         let tolerance = self.tolerance.tolerance()?;
+        for lib in &self.also_ort_libs {
+            anyhow::ensure!(lib.exists(), "--also-ort-lib {} does not exist", lib.display());
+        }
         anyhow::ensure!(self.max_nodes >= 1, "--max-nodes must be at least 1");
         let budget = self.budget().unwrap_or(Budget::Seconds(3600.0));
         if let Budget::Seconds(s) = budget {
@@ -128,6 +138,8 @@ impl FuzzArgs {
             shard: self.shard.as_deref().map(campaign::Shard::parse).transpose()?.unwrap_or_default(),
             recycle_tests: self.recycle_tests,
             recycle_mb: self.recycle_mb,
+            also_ort_libs: self.also_ort_libs.clone(),
+            known: self.known.clone(),
         })
     }
 }

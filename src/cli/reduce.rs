@@ -43,6 +43,7 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
         None => inputs::generate(&model.graph, a.seed)
             .with_context(|| format!("{}: cannot generate inputs", a.model.display()))?,
     };
+    let mut labeler = a.opts.labeler()?;
     let mut w = a.opts.worker(&a.target)?;
     let configs: Vec<Config> = if a.configs.is_empty() {
         w.info.default_configs.clone()
@@ -73,7 +74,8 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
     println!("{}: {} under {}", a.model.display(), finding.symptom, finding.config);
     let mut semantic = triage::classify::Semantic::new(false);
     let mut r = Reproducer::new(&mut w, oracle.clone(), finding, Some(&mut semantic));
-    let (t, m) = triage::triage(&mut r, a.opts.limits());
+    let (t, mut m) = triage::triage(&mut r, a.opts.limits());
+    m.upstream = labeler.label(&r, &t, &m);
     let out = a
         .out
         .clone()
@@ -91,6 +93,11 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
         if t.confirmed { "" } else { " (NOT confirmed)" },
         t.runs
     );
+    println!("upstream: {}", m.upstream.known_label());
+    if !m.upstream.versions.is_empty() {
+        let fixed = m.upstream.fixed_upstream.as_ref().map(|v| format!(" (fixed upstream in {v})")).unwrap_or_default();
+        println!("affected versions: {}{fixed}", m.upstream.versions_line());
+    }
     println!("wrote {}", out.display());
     Ok(())
 }

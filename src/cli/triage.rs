@@ -6,7 +6,9 @@ use crate::compiler::worker::{Worker, WorkerSpec};
 use crate::compiler::TargetKind;
 use crate::oracle::{Oracle, Tolerance};
 use crate::triage;
+use crate::triage::known::KnownBugs;
 use crate::triage::reduce::Limits;
+use crate::triage::upstream::Labeler;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,6 +19,14 @@ pub struct TriageOpts {
     /// ONNX Runtime library (default: ORT_DYLIB_PATH, then the onnxruntime wheel in .venv).
     #[arg(long)]
     pub ort_lib: Option<PathBuf>,
+    /// Another ONNX Runtime library (repeatable): every minimized ORT bug is re-run with it, and bug.json records
+    /// per version whether it reproduces (default: the campaign's).
+    #[arg(long = "also-ort-lib", value_name = "PATH")]
+    pub also_ort_libs: Vec<PathBuf>,
+    /// Known upstream bugs to label entries with (default: the campaign's, else the project's
+    /// data/known-bugs.toml).
+    #[arg(long, value_name = "FILE")]
+    pub known: Option<PathBuf>,
     /// Per-run time limit in milliseconds (default: the campaign's, else 10000).
     #[arg(long)]
     pub timeout_ms: Option<u64>,
@@ -43,6 +53,10 @@ impl TriageOpts {
             self.campaign_tolerance = Some(s.tolerance);
             self.timeout_ms = self.timeout_ms.or(Some(s.timeout_ms));
             self.ort_lib = self.ort_lib.clone().or(s.ort_lib.clone());
+            self.known = self.known.clone().or(s.known.clone());
+            if self.also_ort_libs.is_empty() {
+                self.also_ort_libs = s.also_ort_libs.clone();
+            }
         }
         self
     }
@@ -53,6 +67,14 @@ impl TriageOpts {
 
     pub(super) fn limits(&self) -> Limits {
         Limits { max_checks: self.max_checks, time: Duration::from_secs(self.reduce_secs) }
+    }
+
+    /// The labeler of filed entries: the known-bugs file read and checked, the other ORT builds.
+    pub(super) fn labeler(&self) -> anyhow::Result<Labeler> {
+        for lib in &self.also_ort_libs {
+            anyhow::ensure!(lib.exists(), "--also-ort-lib {} does not exist", lib.display());
+        }
+        Ok(Labeler::new(KnownBugs::load_or_default(self.known.as_deref())?, &self.also_ort_libs))
     }
 
     pub(super) fn worker(&self, target: &str) -> anyhow::Result<Worker> {
@@ -79,7 +101,8 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
     a.opts = a.opts.with_campaign(&a.run);
     let mut workers: std::collections::BTreeMap<String, Worker> = Default::default();
     let oracle = Oracle { tolerance: a.opts.tolerance()? };
-    let mut session = triage::session::Session::new(&a.run, oracle.clone(), a.opts.limits(), !a.again, false);
+    let mut session = triage::session::Session::new(&a.run, oracle.clone(), a.opts.limits(), !a.again, false)
+        .with_labeler(a.opts.labeler()?);
     let (mut done, mut new) = (0, 0);
     for dir in &dirs {
         let target = crate::finding::load_meta(dir).map(|m| m.target).unwrap_or_default();
@@ -96,7 +119,7 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
                 new += f.new_bug as usize;
                 let t = &f.triage;
                 println!(
-                    "{}: {} {} {} [{} in {} runs] {} -> {} nodes -> {}/{}{}",
+                    "{}: {} {} {} [{} in {} runs] {} -> {} nodes -> {}/{}{}{}",
                     dir.file_name().unwrap_or_default().to_string_lossy(),
                     if f.new_bug { "NEW" } else { "dup" },
                     t.class,
@@ -107,7 +130,8 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
                     t.nodes,
                     t.class.folder(),
                     f.signature,
-                    if t.confirmed { "" } else { " (not confirmed)" }
+                    if t.confirmed { "" } else { " (not confirmed)" },
+                    upstream_note(&f.bug_dir)
                 );
             }
             Ok(None) => {}
@@ -120,4 +144,22 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
     let listed = triage::index::write(&a.run)?;
     println!("index of {listed} entries by class and culprit: {}", a.run.join("bugs/README.md").display());
     Ok(())
+}
+
+/// ` [known: <link> (status)]` and ` [fixed upstream in X]` for a filed entry, from its bug.json.
+fn upstream_note(bug_dir: &str) -> String {
+    let path = std::path::Path::new(bug_dir).join("bug.json");
+    let Some(rec) =
+        std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str::<triage::report::BugRecord>(&t).ok())
+    else {
+        return String::new();
+    };
+    let mut s = String::new();
+    if rec.upstream.known.is_some() {
+        s += &format!(" [{}]", rec.upstream.known_label());
+    }
+    if let Some(v) = &rec.upstream.fixed_upstream {
+        s += &format!(" [fixed upstream in {v}]");
+    }
+    s
 }

@@ -18,6 +18,9 @@ pub struct OrtTarget {
     version: String,
 }
 
+/// The longest session config value ORT 1.19 accepts (`Config value is longer than maximum length: 2048`).
+const MAX_CONFIG_VALUE: usize = 2048;
+
 /// Where the ONNX Runtime library was found, and how.
 #[derive(Clone, Debug)]
 pub struct LibraryChoice {
@@ -125,6 +128,13 @@ impl OrtTarget {
                 if !names.contains(&n) {
                     names.push(n);
                 }
+            }
+            // ORT 1.19 refuses a config value over 2048 bytes (1.31 does not): then only the provider instances ORT is
+            // known to run are named
+            if names.join(";").len() > MAX_CONFIG_VALUE {
+                names.retain(|n| {
+                    super::rules::canonical(n) == n || super::rules::KNOWN_EP_INSTANCES.contains(&n.as_str())
+                });
             }
             b = b.with_disabled_optimizers(names.join(";"))?;
         }

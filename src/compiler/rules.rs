@@ -42,6 +42,9 @@ pub fn container_of(pass: &str) -> Option<&'static str> {
 /// (`TransposeOptimizer` at level 1, `TransposeOptimizer_CPUExecutionProvider` after partitioning).
 pub const EP_INSTANCE_SUFFIX: &str = "_CPUExecutionProvider";
 
+/// The provider instances ORT runs (tests/data/ort-transform-testdata/TRANSFORMERS.txt lists one).
+pub const KNOWN_EP_INSTANCES: &[&str] = &["TransposeOptimizer_CPUExecutionProvider"];
+
 /// One pass's name for all of its instances: `TransposeOptimizer_CPUExecutionProvider` is `TransposeOptimizer`.
 pub fn canonical(pass: &str) -> &str {
     pass.strip_suffix(EP_INSTANCE_SUFFIX).filter(|base| !base.is_empty()).unwrap_or(pass)

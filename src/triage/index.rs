@@ -1,5 +1,6 @@
 //! The run-level index `bugs/README.md`: every entry of the run by class (optimizer bugs first), then by
-//! culprit, with its symptom, size and how many findings it stands for, linked to its directory.
+//! culprit, with its symptom, size, how many findings it stands for, whether it is a known upstream issue and
+//! the ORT version that fixed it (when other builds were checked), linked to its directory.
 
 use super::classify::Class;
 use super::report::BugRecord;
@@ -39,17 +40,23 @@ pub fn write(run: &Path) -> anyhow::Result<usize> {
             (&a.0, std::cmp::Reverse(a.2.findings.len())).cmp(&(&b.0, std::cmp::Reverse(b.2.findings.len())))
         });
         let _ = writeln!(s, "## {} ({} entries): {}\n", class, rows.len(), class.meaning());
-        let _ = writeln!(s, "| culprit | enabled by | symptom | nodes | findings | entry |");
-        let _ = writeln!(s, "|---|---|---|---|---|---|");
+        let _ = writeln!(s, "| culprit | enabled by | symptom | nodes | findings | known | upstream | entry |");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
         let link = if class == Class::Optimizer { String::new() } else { format!("../{}/", class.folder()) };
         for (culprit, name, rec) in &rows {
             let _ = writeln!(
                 s,
-                "| {culprit} | {} | {} | {} | {} | [{name}]({link}{name}/report.md) |",
+                "| {culprit} | {} | {} | {} | {} | {} | {} | [{name}]({link}{name}/report.md) |",
                 if rec.triage.enablers.is_empty() { "-".to_string() } else { rec.triage.enablers.join(" + ") },
                 rec.symptom,
                 rec.triage.nodes,
-                rec.findings.len()
+                rec.findings.len(),
+                rec.upstream
+                    .known
+                    .as_ref()
+                    .map(|k| format!("[{}]({}) {}", short(&k.link), k.link, k.status))
+                    .unwrap_or("new".into()),
+                rec.upstream.upstream_cell()
             );
         }
         s.push('\n');
@@ -58,4 +65,13 @@ pub fn write(run: &Path) -> anyhow::Result<usize> {
     std::fs::create_dir_all(run.join("bugs"))?;
     crate::util::write_atomic(&run.join("bugs").join("README.md"), s.as_bytes())?;
     Ok(total)
+}
+
+/// `microsoft/onnxruntime#23116` for a GitHub issue or pull request link, else the link.
+fn short(link: &str) -> String {
+    let path = link.trim_start_matches("https://github.com/");
+    match path.split('/').collect::<Vec<_>>()[..] {
+        [owner, repo, "issues" | "pull", n] => format!("{owner}/{repo}#{n}"),
+        _ => link.to_string(),
+    }
 }

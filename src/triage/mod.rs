@@ -7,6 +7,7 @@ pub mod dd;
 mod enablers;
 pub mod export;
 pub mod index;
+pub mod known;
 mod levels;
 mod load;
 pub mod reduce;
@@ -16,6 +17,7 @@ mod reproduce;
 pub mod session;
 mod templates;
 mod tracker;
+pub mod upstream;
 
 pub use load::Finding;
 pub use reproduce::Reproducer;
@@ -79,6 +81,8 @@ pub struct Minimized {
     pub shown: Option<Outcome>,
     /// The run with the culprits disabled (what disabling them changes).
     pub without: Option<Outcome>,
+    /// The known upstream issue it matches and the affected versions ([`upstream::Labeler`]).
+    pub upstream: upstream::Upstream,
 }
 
 /// Culprits, then reduction, then the signature of one finding.
@@ -186,7 +190,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         runs: r.runs,
         timeout_ms: r.worker.timeout().as_millis() as u64,
     };
-    (t, Minimized { case, model_bytes, pattern_needed, reference, shown, without })
+    (t, Minimized { case, model_bytes, pattern_needed, reference, shown, without, upstream: Default::default() })
 }
 
 /// The class of a triaged finding: an inconsistency's is what the semantic reference says of its minimized
@@ -256,8 +260,9 @@ pub struct Filed {
 }
 
 /// Triages a campaign finding directory and files it under the run directory `run`, in its class's folder
-/// (`bugs/<signature>/` for optimizer bugs, `reference/<signature>/`, ...); writes `triage.json` into the
-/// finding directory (so a resumed triage skips it). `Ok(None)` for findings without a pass set (cross-target).
+/// (`bugs/<signature>/` for optimizer bugs, `reference/<signature>/`, ...), labeled by `labeler` (known upstream
+/// issue, affected versions); writes `triage.json` into the finding directory (so a resumed triage skips it).
+/// `Ok(None)` for findings without a pass set (cross-target).
 pub fn triage_dir(
     dir: &Path,
     run: &Path,
@@ -265,10 +270,12 @@ pub fn triage_dir(
     semantic: &mut Semantic,
     oracle: Oracle,
     limits: Limits,
+    labeler: &mut upstream::Labeler,
 ) -> anyhow::Result<Option<Filed>> {
     let Some(finding) = Finding::load(dir)? else { return Ok(None) };
     let mut r = Reproducer::new(worker, oracle.clone(), finding, Some(semantic));
-    let (mut t, m) = triage(&mut r, limits);
+    let (mut t, mut m) = triage(&mut r, limits);
+    m.upstream = labeler.label(&r, &t, &m);
     let folder = run.join(t.class.folder());
     // one bug seen with another culprit set joins its entry
     if let Some(sig) = related::find(&folder, &r.finding.target, r.finding.symptom, &t) {

@@ -29,6 +29,10 @@ pub struct BugRecord {
     /// Every faulty pass set this bug was seen with (sorted sets; [`super::related`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub culprit_sets: Vec<Vec<String>>,
+    /// `known` (the upstream issue it matches, null: new), `versions` (per ORT version: `reproduces`, `no`, ...)
+    /// and `fixed_upstream`.
+    #[serde(flatten)]
+    pub upstream: super::upstream::Upstream,
 }
 
 /// Files a triaged finding under `bugs/<signature>/`; returns the directory and whether the bug is new.
@@ -120,6 +124,7 @@ pub fn write(
             .and_then(|text| serde_json::from_str::<BugRecord>(&text).ok())
             .map(|rec| rec.culprit_sets)
             .unwrap_or_default(),
+        upstream: m.upstream.clone(),
     };
     write_atomic(&dir.join("bug.json"), serde_json::to_string_pretty(&rec)?.as_bytes())
 }

@@ -226,8 +226,9 @@ impl<'w> Reproducer<'w> {
         if wide.passes.is_empty() {
             self.finding.fired = saved;
             wide.note = Some(format!(
-                "{} (also with every pass that runs at this level disabled: not caused by a graph transformer)",
-                first.note.unwrap_or_default()
+                "{} (among every pass that runs at this level: {})",
+                first.note.unwrap_or_default(),
+                wide.note.unwrap_or_default()
             ));
         } else {
             wide.note =
@@ -236,14 +237,15 @@ impl<'w> Reproducer<'w> {
         wide
     }
 
-    /// Every pass the target runs at the finding's level, from a run of a one-node model.
+    /// Every pass the target runs at the finding's level, from a run of a two-node model (Relu -> Transpose: ORT's
+    /// TransposeOptimizer only reports running on a graph with a Transpose).
     fn passes_at_level(&mut self) -> Vec<String> {
         use crate::graph::{DType, Graph, Node, OpId, TensorType};
         let mut g = Graph::new("probe");
-        let ty = TensorType::new(DType::F32, &[1]);
-        g.add_input("x", ty.clone());
-        let _ = g.add_node(Node::new("relu", OpId::onnx("Relu"), vec!["x".into()], vec!["y".into()]));
-        g.add_output("y", ty);
+        g.add_input("x", TensorType::new(DType::F32, &[1, 2]));
+        let _ = g.add_node(Node::new("relu", OpId::onnx("Relu"), vec!["x".into()], vec!["r".into()]));
+        let _ = g.add_node(Node::new("transpose", OpId::onnx("Transpose"), vec!["r".into()], vec!["y".into()]));
+        g.add_output("y", TensorType::new(DType::F32, &[2, 1]));
         let m = Model::new(g);
         let feeds = crate::compiler::inputs::generate(&m.graph, 0).unwrap_or_default();
         let mut c = self.finding.config.clone();

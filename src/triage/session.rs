@@ -6,6 +6,7 @@
 
 use super::classify::Semantic;
 use super::reduce::Limits;
+use super::upstream::Labeler;
 use super::{report, triage_dir, Filed, Finding, Reproducer};
 use crate::compiler::worker::Worker;
 use crate::oracle::{Oracle, Symptom};
@@ -19,6 +20,8 @@ pub struct Session {
     semantic: Semantic,
     /// Coarse signature -> the entries its findings triaged in full made (most attached findings first).
     entries: HashMap<String, Vec<(usize, Filed)>>,
+    /// Labels new entries with what upstream knows (known issue, affected versions).
+    labeler: Labeler,
 }
 
 impl Session {
@@ -36,7 +39,14 @@ impl Session {
                 *e = filed;
             }
         }
-        Session { run: run.to_path_buf(), oracle, limits, semantic: Semantic::new(background), entries }
+        let labeler = Labeler::default();
+        Session { run: run.to_path_buf(), oracle, limits, semantic: Semantic::new(background), entries, labeler }
+    }
+
+    /// Labels the entries it files with `labeler` (known upstream issues, other ORT builds).
+    pub fn with_labeler(mut self, labeler: Labeler) -> Session {
+        self.labeler = labeler;
+        self
     }
 
     /// Triages one finding directory (attached, or in full) and writes its `triage.json`. `Ok(None)` for
@@ -54,7 +64,8 @@ impl Session {
                 return Ok(Some(filed));
             }
         }
-        let filed = triage_dir(dir, &self.run, worker, &mut self.semantic, self.oracle.clone(), self.limits)?;
+        let (oracle, limits) = (self.oracle.clone(), self.limits);
+        let filed = triage_dir(dir, &self.run, worker, &mut self.semantic, oracle, limits, &mut self.labeler)?;
         if let Some(f) = &filed {
             count(self.entries.entry(coarse).or_default(), f);
         }

@@ -210,12 +210,31 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolera
             "> **Not confirmed:** the symptom did not re-occur on the last check; the model is the original.\n\n",
         );
     }
+    s.push_str(&upstream_lines(m));
     let body = match f.target.as_str() {
         "ort" => super::templates::ort(f, t, m, levels, tolerance),
         _ => super::templates::tvm(f, t, m, levels, tolerance),
     };
     s.push_str(&body);
     s.push_str(&details(f, t, m, tolerance));
+    s
+}
+
+/// What upstream knows ([`super::upstream`]): the known issue it matches, the versions it was re-run with.
+fn upstream_lines(m: &Minimized) -> String {
+    let u = &m.upstream;
+    let mut s = String::new();
+    if let Some(k) = &u.known {
+        let title = if k.title.is_empty() { String::new() } else { format!(": {}", k.title) };
+        let _ = writeln!(s, "- **Known:** {} ({}){title}", k.link, k.status);
+    }
+    if !u.versions.is_empty() {
+        let fixed = u.fixed_upstream.as_ref().map(|v| format!(" (fixed upstream in {v})")).unwrap_or_default();
+        let _ = writeln!(s, "- **Affected versions:** {}{fixed}", u.versions_line());
+    }
+    if !s.is_empty() {
+        s.push('\n');
+    }
     s
 }
 

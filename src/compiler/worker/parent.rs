@@ -106,6 +106,11 @@ impl WorkerCpu {
 const TAIL: usize = 8192;
 
 impl Worker {
+    /// How this worker was started (to start another like it).
+    pub fn spec(&self) -> &WorkerSpec {
+        &self.spec
+    }
+
     /// The per-request time limit (what counts as a hang).
     pub fn timeout(&self) -> std::time::Duration {
         self.spec.timeout
