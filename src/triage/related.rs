@@ -135,6 +135,7 @@ mod tests {
             representative: String::new(),
             findings: vec![],
             culprit_sets: vec![],
+            upstream: Default::default(),
         }
     }
 
