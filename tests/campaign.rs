@@ -467,22 +467,7 @@ fn a_wrong_result_far_beyond_a_noisy_references_spread_is_a_finding() {
     let noisy_wrong = common::chain_model(&["Relu", "Sigmoid"], &[4, 6], Some(("noisy_wrong", "FuseSigmoid")));
     std::fs::write(seeds.join("noisy_wrong.onnx"), noisy_wrong).unwrap();
     std::fs::write(seeds.join("noisy.onnx"), fault_model(Some("noisy"))).unwrap();
-    let o = oatest(&[
-        "fuzz",
-        "--target",
-        "fault",
-        "--mode",
-        "random",
-        "--tests",
-        "8",
-        "--jobs",
-        "1",
-        "--seeds",
-        seeds.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    common::fuzz_fault_seeds(&seeds, &out, 8);
     let s = json(&out.join("stats.json"));
     assert!(s["nondeterministic"].as_u64().unwrap() > 0, "the wildly noisy model stays nondeterministic: {s}");
     let findings: Vec<_> = std::fs::read_dir(out.join("findings")).unwrap().map(|e| e.unwrap().path()).collect();

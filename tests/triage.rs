@@ -93,22 +93,7 @@ fn findings_that_differ_only_in_context_are_one_bug_and_export_as_a_suite() {
     for (i, ops) in contexts.iter().enumerate() {
         std::fs::write(seeds.join(format!("ctx{i}.onnx")), chain(ops, "wrong", "FuseSigmoid;FuseExp")).unwrap();
     }
-    let o = oatest(&[
-        "fuzz",
-        "--target",
-        "fault",
-        "--mode",
-        "random",
-        "--tests",
-        "12",
-        "--jobs",
-        "1",
-        "--seeds",
-        seeds.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    common::fuzz_fault_seeds(&seeds, &out, 12);
     // what the campaign left untriaged, triage finishes
     let t = oatest(&["triage", out.to_str().unwrap()]);
     assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
@@ -239,22 +224,7 @@ fn a_bug_seen_with_several_culprit_sets_is_one_entry() {
     for (i, (ops, fault, needs)) in cases.iter().enumerate() {
         std::fs::write(seeds.join(format!("case{i}.onnx")), chain(ops, fault, needs)).unwrap();
     }
-    let o = oatest(&[
-        "fuzz",
-        "--target",
-        "fault",
-        "--mode",
-        "random",
-        "--tests",
-        "24",
-        "--jobs",
-        "1",
-        "--seeds",
-        seeds.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    common::fuzz_fault_seeds(&seeds, &out, 24);
     let entries: Vec<serde_json::Value> = std::fs::read_dir(out.join("bugs"))
         .unwrap()
         .map(|e| e.unwrap().path())

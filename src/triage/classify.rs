@@ -72,6 +72,17 @@ impl Class {
         }
     }
 
+    /// Whether findings of this class are minimized: not rounding, NaN/Inf-only or platform differences.
+    pub fn worth_reducing(self) -> bool {
+        !matches!(self, Class::Precision | Class::Nonfinite | Class::Widened | Class::Platform)
+    }
+
+    /// Whether all findings of this class (per target and symptom) are one entry, whatever passes let it show:
+    /// one known behaviour of the compiler.
+    pub fn one_entry(self) -> bool {
+        matches!(self, Class::Widened | Class::Platform)
+    }
+
     /// One line for reports: what the class means for whoever reads it.
     pub fn meaning(self) -> &'static str {
         match self {

@@ -107,7 +107,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     if let (true, Some((a, b))) = (inconsistency, &last) {
         let class = r.classify_case(&original, a, b).class;
         r.keep_class = Some(class);
-        low_priority = matches!(class, Class::Precision | Class::Nonfinite | Class::Widened | Class::Platform);
+        low_priority = !class.worth_reducing();
     }
     if confirmed && !low_priority {
         let cell = std::cell::RefCell::new(&mut *r);
@@ -244,8 +244,7 @@ pub fn signature(f: &Finding, c: &Culprits, detail: &str, class: Class) -> Strin
     let sig = crate::finding::signature::bug(&f.target, f.symptom, &c.passes, &f.config.to_string(), detail);
     match class {
         Class::Optimizer => sig,
-        // one known behaviour whichever passes let it show: one entry per target
-        Class::Widened | Class::Platform => crate::util::stable_hash(&format!("{}|{}|{class}", f.target, f.symptom)),
+        c if c.one_entry() => crate::util::stable_hash(&format!("{}|{}|{c}", f.target, f.symptom)),
         other => crate::util::stable_hash(&format!("{sig}|{other}")),
     }
 }

@@ -57,3 +57,25 @@ pub fn chain_model(ops: &[&str], dims: &[usize], fault: Option<(&str, &str)>) ->
     }
     onnx::encode_model(&m)
 }
+
+/// `oatest fuzz --target fault --mode random --tests N --jobs 1` over the models in `seeds`, into `out`; asserts
+/// that it succeeds.
+pub fn fuzz_fault_seeds(seeds: &Path, out: &Path, tests: usize) {
+    let n = tests.to_string();
+    let o = oatest(&[
+        "fuzz",
+        "--target",
+        "fault",
+        "--mode",
+        "random",
+        "--tests",
+        &n,
+        "--jobs",
+        "1",
+        "--seeds",
+        seeds.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
