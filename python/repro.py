@@ -61,6 +61,10 @@ def run_ort(level, disabled):
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, ORT_LEVELS[level])
     so.intra_op_num_threads = CASE.get("threads", 1)
     so.inter_op_num_threads = 1
+    if level == CASE["level"] and level != "disable":
+        # the optimized configuration's session entries (e.g. a named configuration such as all+gelu_approx)
+        for key, value in CASE.get("entries", []):
+            so.add_session_config_entry(key, value)
     if disabled:
         so.add_session_config_entry("optimization.disable_specified_optimizers", ";".join(disabled))
     sess = ort.InferenceSession(os.path.join(HERE, "model.onnx"), so, providers=["CPUExecutionProvider"])

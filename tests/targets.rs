@@ -154,3 +154,68 @@ fn across_ort_optimizer_tests_at_level_all_at_least_30_transformers_fire() {
     assert!(rows >= 440, "only {rows} models ran");
     assert!(fired.len() >= 30, "only {} transformers fired: {fired:?}", fired.len());
 }
+
+/// An opt-in configuration (`all+gelu_approx`, a named configuration of data/ort-configs.toml) fires
+/// GeluApproximation on ORT's own approximation test model, which `all` alone does not; the oracle allows the
+/// approximation's error under it (and only under it).
+#[test]
+fn an_opt_in_configuration_fires_gelu_approximation() {
+    let mut w = ort_worker();
+    let all = Config::parse("all").unwrap();
+    let approx = Config::parse("all+gelu_approx").unwrap();
+    assert_eq!(approx.to_string(), "all+gelu_approx");
+    assert!(!ort_fired(&mut w, "approximation/gelu.onnx", &all).iter().any(|p| p == "GeluApproximation"));
+    assert!(ort_fired(&mut w, "approximation/gelu.onnx", &approx).iter().any(|p| p == "GeluApproximation"));
+    let bytes = std::fs::read(corpus().join("approximation/gelu.onnx")).unwrap();
+    let m = onnx::decode_model(&bytes).unwrap();
+    let feeds = oatest::compiler::inputs::generate(&m.graph, 0).unwrap();
+    let runs = w.run_configs(&bytes, &feeds, &[Config::level(Level::Disable), approx]);
+    let oracle = oatest::oracle::Oracle { tolerance: oatest::oracle::Tolerance::default() };
+    assert!(oracle.judge(&runs).verdicts.is_empty(), "{:?}", oracle.judge(&runs).verdicts);
+    // the same outputs judged as a plain `all` run: the approximation is beyond float32's default tolerance
+    let mut plain = runs[1].clone();
+    plain.config = all;
+    assert!(oracle.inconsistency(&runs[0], &plain).is_some(), "FastGelu should differ from Gelu beyond 1e-5");
+}
+
+/// Seeds with ONNX Runtime's contrib ops (`oatest seeds gen --contrib`) declare the com.microsoft opset and run
+/// cleanly under ORT at every level, with the same results as the unoptimized run.
+#[test]
+fn contrib_op_seeds_run_under_ort_at_every_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_oatest"))
+        .args(["seeds", "gen", "--count", "150", "--seed", "3", "--contrib", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut w = ort_worker();
+    let configs: Vec<Config> =
+        [Level::Disable, Level::Basic, Level::Extended, Level::Layout, Level::All].map(Config::level).to_vec();
+    let oracle = oatest::oracle::Oracle { tolerance: oatest::oracle::Tolerance::default() };
+    let mut ops = std::collections::BTreeSet::new();
+    for f in oatest::util::onnx_files(dir.path()).unwrap() {
+        let bytes = std::fs::read(&f).unwrap();
+        let m = onnx::decode_model(&bytes).unwrap();
+        let contrib: Vec<String> = m
+            .graph
+            .node_ids()
+            .map(|id| m.graph.node(id).op.clone())
+            .filter(|op| op.domain == "com.microsoft")
+            .map(|op| op.name)
+            .collect();
+        if contrib.is_empty() {
+            continue;
+        }
+        assert_eq!(m.opsets.get("com.microsoft"), Some(&1), "{}: no com.microsoft import", f.display());
+        let feeds = oatest::compiler::inputs::generate(&m.graph, 0).unwrap();
+        let runs = w.run_configs(&bytes, &feeds, &configs);
+        for o in &runs {
+            assert_eq!(o.status, Status::Ok, "{} ({contrib:?}) under {}", f.display(), o.config);
+        }
+        let j = oracle.judge(&runs);
+        assert!(j.valid, "{}: {:?}", f.display(), j.invalid_reason);
+        ops.extend(contrib);
+    }
+    assert!(ops.len() >= 6, "only {ops:?} appeared in 150 seeds");
+}

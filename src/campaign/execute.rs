@@ -7,6 +7,7 @@ use crate::compiler::{Config, Outcome, Status};
 use crate::finding::Unconfirmed;
 use crate::oracle::{Hints, Judgement, Oracle, Rerun, Symptom, Verdict};
 use crate::synth::source::Test;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
@@ -108,7 +109,7 @@ pub(super) fn execute(
     mut lane: Vec<Worker>,
     rx: Arc<Mutex<Receiver<Job>>>,
     tx: std::sync::mpsc::Sender<Done>,
-    configs: Vec<Vec<Config>>,
+    (configs, rotation): (Vec<Vec<Config>>, super::Rotation),
     oracle: Oracle,
     shared: Arc<Lanes>,
 ) {
@@ -127,7 +128,12 @@ pub(super) fn execute(
         let hints = hints(&all.test);
         let mut references: Vec<Outcome> = Vec::new();
         for (k, w) in lane.iter_mut().enumerate() {
-            let (outcomes, mut j, dropped, reruns) = run_and_judge(w, &all.test, &configs[k], &oracle, &hints);
+            // the rotation's extra configuration, on the tests its id picks (single-target ORT campaigns only)
+            let mut mine = Cow::Borrowed(&configs[k]);
+            if let Some(extra) = rotation.extra(all.test.id) {
+                mine.to_mut().push(extra.clone());
+            }
+            let (outcomes, mut j, dropped, reruns) = run_and_judge(w, &all.test, &mine, &oracle, &hints);
             if multi {
                 for v in &mut j.verdicts {
                     v.config = format!("{}:{}", w.info.target, v.config);

@@ -14,7 +14,7 @@ pub mod stats;
 mod triager;
 
 pub use checkpoint::{checkpoint_path, load_checkpoint};
-pub use settings::{Budget, Mode, Settings, Shard, RECYCLE_MB, RECYCLE_TESTS};
+pub use settings::{Budget, Mode, Rotation, Settings, Shard, RECYCLE_MB, RECYCLE_TESTS, ROTATE_EVERY};
 pub use sources::sources;
 
 use crate::compiler::worker::{Worker, WorkerSpec};
@@ -76,6 +76,11 @@ pub fn run(
         })
         .collect();
     anyhow::ensure!(configs.iter().all(|c| c.len() >= 2), "a differential campaign needs at least two configurations");
+    // ORT's default set: some tests also run a named configuration (opt-in and kill switches, ORT_ENABLE_LAYOUT)
+    let rotation = match settings.configs.is_empty() && settings.target.is(crate::compiler::TargetKind::Ort) {
+        true => Rotation { every: settings.rotate_every, configs: crate::compiler::named::rotation(&infos[0].version) },
+        false => Rotation::default(),
+    };
     let target_name = infos.iter().map(|i| i.target.clone()).collect::<Vec<_>>().join(",");
     let target_version = infos.iter().map(|i| i.version.clone()).collect::<Vec<_>>().join(",");
     // a shard makes every `count`-th id from its own first one (the whole campaign: every id)
@@ -100,7 +105,7 @@ pub fn run(
         .enumerate()
         .map(|(i, lane)| {
             let (rx, tx, configs, oracle, shared) =
-                (job_rx.clone(), done_tx.clone(), configs.clone(), oracle.clone(), shared.clone());
+                (job_rx.clone(), done_tx.clone(), (configs.clone(), rotation.clone()), oracle.clone(), shared.clone());
             std::thread::spawn(move || execute(i, lane, rx, tx, configs, oracle, shared))
         })
         .collect();

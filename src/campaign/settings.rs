@@ -56,6 +56,35 @@ pub struct Settings {
     /// The known-bugs file (none: the project's `data/known-bugs.toml`).
     #[serde(default)]
     pub known: Option<PathBuf>,
+    /// With the default configurations of ORT: one test in this many (chosen by test id) also runs the next
+    /// configuration of the rotation of named ones (`compiler::named`); 0 never (nor in checkpoints older than it).
+    #[serde(default)]
+    pub rotate_every: u64,
+}
+
+/// Default of `--rotate-every`: an extra configuration on one test in 8 costs about 6% of the test rate.
+pub const ROTATE_EVERY: u64 = 8;
+
+/// The extra optimized configuration some tests run (opt-in and kill switches, other levels), by test id.
+#[derive(Clone, Debug, Default)]
+pub struct Rotation {
+    pub every: u64,
+    pub configs: Vec<Config>,
+}
+
+impl Rotation {
+    /// The extra configuration of test `id`, if it gets one: a function of the id alone (splitmix64 of it), so
+    /// shards and resumed runs agree, and the rotation's configurations come in turn.
+    pub fn extra(&self, id: u64) -> Option<&Config> {
+        if self.every == 0 || self.configs.is_empty() {
+            return None;
+        }
+        let mut z = id.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z % self.every == 0).then(|| &self.configs[((z / self.every) % self.configs.len() as u64) as usize])
+    }
 }
 
 fn yes() -> bool {
@@ -176,6 +205,19 @@ mod tests {
                 assert_eq!(all, (0..n).collect::<Vec<_>>(), "{count} shards below {n}");
             }
         }
+    }
+
+    #[test]
+    fn the_rotation_picks_one_test_in_every_and_each_configuration_in_turn() {
+        let configs = crate::compiler::named::rotation("1.31.1");
+        let r = super::Rotation { every: 8, configs: configs.clone() };
+        let picked: Vec<&crate::compiler::Config> = (0..80_000).filter_map(|id| r.extra(id)).collect();
+        assert!((9_000..11_000).contains(&picked.len()), "{} of 80000", picked.len());
+        for c in &configs {
+            assert!(picked.iter().filter(|p| **p == c).count() > 800, "{c} comes too rarely");
+        }
+        assert_eq!(r.extra(12345), r.extra(12345));
+        assert!(super::Rotation { every: 0, configs }.extra(0).is_none());
     }
 
     #[test]

@@ -74,7 +74,9 @@ fn tvm_avoid() -> Vec<(String, Option<crate::graph::DType>)> {
 }
 
 pub fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
-    let mut cfg = SeedConfig { max_nodes: s.max_nodes, ..Default::default() };
+    // ORT campaigns also draw ONNX Runtime's contrib ops (other targets cannot run them)
+    let contrib = s.target.is(TargetKind::Ort);
+    let mut cfg = SeedConfig { max_nodes: s.max_nodes, contrib, ..Default::default() };
     if *s.target.first() == TargetKind::Tvm {
         cfg.avoid = tvm_avoid();
     }

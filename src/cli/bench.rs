@@ -177,6 +177,8 @@ fn round(a: &BenchArgs, kind: &TargetKind, configs: &[Config], jobs: usize) -> a
         recycle_mb: campaign::RECYCLE_MB,
         also_ort_libs: Vec::new(),
         known: None,
+        // the bare replay runs the reference and the most optimized configuration only
+        rotate_every: 0,
     };
     anyhow::ensure!(a.mode != "synth" || settings.patterns.is_some(), "--mode synth: no patterns/{}", kind.name());
     let source = std::sync::Arc::new(Recording { inner: campaign::sources(&settings)?, made: Mutex::new(Vec::new()) });

@@ -41,9 +41,14 @@ pub struct FuzzArgs {
     /// Continue the campaign in this run directory from its checkpoint.
     #[arg(long)]
     pub resume: Option<PathBuf>,
-    /// A configuration `LEVEL[@THREADS][:-Pass;...]`; repeatable; the first is the reference.
+    /// A configuration `LEVEL[@THREADS][+NAME...][:-Pass;...;key=value]` (`oatest run --list-configs` lists the
+    /// names); repeatable; the first is the reference.
     #[arg(long = "config")]
     pub configs: Vec<String>,
+    /// With ORT's default configurations, one test in this many (chosen by test id) also runs the next named
+    /// configuration of the rotation (opt-in and kill switches, ORT_ENABLE_LAYOUT); 0: never.
+    #[arg(long, default_value_t = campaign::ROTATE_EVERY)]
+    pub rotate_every: u64,
     /// Per-test time limit of one configuration, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
@@ -140,6 +145,7 @@ impl FuzzArgs {
             recycle_mb: self.recycle_mb,
             also_ort_libs: self.also_ort_libs.clone(),
             known: self.known.clone(),
+            rotate_every: self.rotate_every,
         })
     }
 }

@@ -12,12 +12,16 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Model files (or directories searched for *.onnx).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "list_configs")]
     pub models: Vec<PathBuf>,
+    /// List the named configurations (`LEVEL+NAME`: ORT session entries for opt-in and kill switches) and exit.
+    #[arg(long)]
+    pub list_configs: bool,
     /// ort or tract.
     #[arg(long, default_value = "tract")]
     pub target: String,
-    /// A configuration `LEVEL[@THREADS][:-Pass;-Pass]`; repeatable. Default: the target's differential set.
+    /// A configuration `LEVEL[@THREADS][+NAME...][:-Pass;key=value]`; repeatable. Default: the target's
+    /// differential set.
     #[arg(long = "config")]
     pub configs: Vec<String>,
     /// Inputs: a directory of input_K.pb TensorProto files or one .pb file (default: generated from --seed).
@@ -61,6 +65,10 @@ struct Row {
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
+    if a.list_configs {
+        print!("{}", crate::compiler::named::listing());
+        return Ok(());
+    }
     let kind = TargetKind::parse(&a.target)?;
     let configs: Vec<Config> = a.configs.iter().map(|c| Config::parse(c)).collect::<anyhow::Result<_>>()?;
     let mut files = Vec::new();

@@ -32,6 +32,9 @@ pub struct GenArgs {
     /// Largest element count of any tensor (inputs, constants, intermediates).
     #[arg(long, default_value_t = 1024)]
     pub max_elems: usize,
+    /// Also ONNX Runtime's contrib ops (com.microsoft: the Gelu family, FusedMatMul, FusedGemm, FusedConv).
+    #[arg(long)]
+    pub contrib: bool,
     #[command(flatten)]
     pub export: super::ExportArgs,
 }
@@ -47,7 +50,12 @@ impl GenArgs {
             self.max_nodes
         );
         anyhow::ensure!(self.max_elems >= 16, "--max-elems must be at least 16");
-        let mut cfg = SeedConfig { min_nodes: self.min_nodes.max(1), max_nodes: self.max_nodes, ..Default::default() };
+        let mut cfg = SeedConfig {
+            min_nodes: self.min_nodes.max(1),
+            max_nodes: self.max_nodes,
+            contrib: self.contrib,
+            ..Default::default()
+        };
         cfg.limits.max_elems = self.max_elems;
         cfg.opset = self.export.opset;
         cfg.ir_version = self.export.ir_version;

@@ -3,6 +3,7 @@
 
 pub mod fault;
 pub mod inputs;
+pub mod named;
 #[cfg(feature = "python")]
 pub mod onnxref;
 #[cfg(feature = "ort")]
@@ -77,8 +78,9 @@ impl Config {
         }
     }
 
-    /// Parses `LEVEL[:-Pass1;-Pass2;key=value...]` (e.g. `all`, `extended:-ConstantFolding;-GeluFusionL1`,
-    /// `all:session.x64quantprecision=1` for a session configuration entry, `all@4` for 4 threads).
+    /// Parses `LEVEL[@THREADS][+NAME...][:-Pass1;-Pass2;key=value...]` (e.g. `all`,
+    /// `extended:-ConstantFolding;-GeluFusionL1`, `all:session.x64quantprecision=1` for a session configuration
+    /// entry, `all@4` for 4 threads, `all+gelu_approx` for the entries of a named configuration, `named`).
     pub fn parse(s: &str) -> anyhow::Result<Config> {
         let (mut disabled, mut options) = (Vec::new(), Vec::new());
         let head = match s.split_once(':') {
@@ -97,6 +99,18 @@ impl Config {
             }
             None => s,
         };
+        let mut names = head.split('+');
+        let head = names.next().unwrap_or_default();
+        let mut named_options = Vec::new();
+        for name in names {
+            let n = named::lookup(name).map_err(|e| anyhow::anyhow!("config '{s}': {e}"))?;
+            for p in n.pairs() {
+                if !named_options.contains(&p) {
+                    named_options.push(p);
+                }
+            }
+        }
+        options.splice(0..0, named_options);
         let (lvl, threads) = match head.split_once('@') {
             Some((l, t)) => (l, t.parse().map_err(|_| anyhow::anyhow!("config '{s}': bad thread count '{t}'"))?),
             None => (head, 1),
@@ -128,12 +142,13 @@ impl fmt::Display for Config {
         if self.threads != 1 {
             write!(f, "@{}", self.threads)?;
         }
-        let items: Vec<String> = self
-            .disabled
-            .iter()
-            .map(|p| format!("-{p}"))
-            .chain(self.options.iter().map(|(k, v)| format!("{k}={v}")))
-            .collect();
+        // entries that make up named configurations print as their names
+        let (names, rest) = named::names_of(&self.options);
+        for n in names {
+            write!(f, "+{n}")?;
+        }
+        let items: Vec<String> =
+            self.disabled.iter().map(|p| format!("-{p}")).chain(rest.iter().map(|(k, v)| format!("{k}={v}"))).collect();
         if !items.is_empty() {
             write!(f, ":{}", items.join(";"))?;
         }
@@ -388,8 +403,15 @@ mod tests {
         let o = Config::parse("all:-NchwcTransformer;session.x64quantprecision=1").unwrap();
         assert_eq!(o.options, [("session.x64quantprecision".to_string(), "1".to_string())]);
         assert_eq!(o.disabled, ["NchwcTransformer"]);
-        assert_eq!(o.to_string(), "all:-NchwcTransformer;session.x64quantprecision=1");
+        assert_eq!(o.to_string(), "all+x64_precise:-NchwcTransformer");
         assert_eq!(Config::parse(&o.to_string()).unwrap(), o);
         assert!(Config::parse("all:=1").is_err());
+        let n = Config::parse("all@2+gelu_approx+no_qdq:-ConstantFolding;a=b").unwrap();
+        assert_eq!(n.options.len(), 3);
+        assert_eq!(n.to_string(), "all@2+gelu_approx+no_qdq:-ConstantFolding;a=b");
+        assert_eq!(Config::parse(&n.to_string()).unwrap(), n);
+        let spelled = Config::parse("all:optimization.enable_gelu_approximation=1").unwrap();
+        assert_eq!(spelled.to_string(), "all+gelu_approx");
+        assert!(Config::parse("all+nonexistent").is_err());
     }
 }

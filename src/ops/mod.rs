@@ -1,6 +1,7 @@
 //! The operator catalog: one spec per op (dtype/rank constraints, shape+dtype inference, attribute sampling).
 //! Adding an op is adding one spec to [`registry`].
 
+mod contrib;
 mod conv;
 mod draft;
 mod elementwise;
@@ -76,6 +77,8 @@ pub fn registry() -> &'static [Box<dyn OpSpec>] {
         shape::register(&mut v);
         reduce::register(&mut v);
         quant::register(&mut v);
+        // last: seeds without contrib ops pick among the ONNX ops exactly as before they existed
+        contrib::register(&mut v);
         v
     })
 }

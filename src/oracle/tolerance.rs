@@ -92,6 +92,15 @@ impl Tolerance {
         Ok(self)
     }
 
+    /// The tolerance for outputs of `config`: at least the absolute tolerance its named parts ask for (an
+    /// approximating opt-in pass such as GeluApproximation, `compiler::named`).
+    pub fn for_config(self, config: &crate::compiler::Config) -> Tolerance {
+        match crate::compiler::named::min_atol(config) {
+            Some(min) if self.atol.is_none_or(|a| a < min) => Tolerance { atol: Some(min), ..self },
+            _ => self,
+        }
+    }
+
     /// `(atol, rtol)` for elements of a float (or complex) dtype; `None` for the others.
     pub fn float_rule(self, dtype: DType) -> Option<(f64, f64)> {
         let kind = float_kind(dtype)?;

@@ -18,6 +18,9 @@ pub struct SeedConfig {
     /// (op, dtype) pairs the target cannot run (a node of that op with an input or output of that dtype is
     /// never added; `None` avoids the op). Empty for ONNX Runtime, whose CPU dtypes the op specs already follow.
     pub avoid: Vec<(String, Option<DType>)>,
+    /// Also ONNX Runtime's contrib ops (`com.microsoft`); the model then imports that domain. Off: the seeds are
+    /// exactly those of a catalog without contrib ops.
+    pub contrib: bool,
 }
 
 impl Default for SeedConfig {
@@ -29,6 +32,7 @@ impl Default for SeedConfig {
             ir_version: crate::graph::DEFAULT_IR_VERSION,
             opset: crate::graph::DEFAULT_OPSET,
             avoid: Vec::new(),
+            contrib: false,
         }
     }
 }
@@ -160,6 +164,9 @@ impl Builder {
         let mut m = Model::new(g);
         m.ir_version = cfg.ir_version;
         m.opsets.insert(String::new(), cfg.opset);
+        if m.graph.node_ids().any(|id| m.graph.node(id).op.domain == crate::graph::MS_DOMAIN) {
+            m.opsets.insert(crate::graph::MS_DOMAIN.to_string(), 1);
+        }
         Some(m)
     }
 }
@@ -181,7 +188,7 @@ pub fn generate(seed: u64, index: u64, cfg: &SeedConfig) -> Model {
 }
 
 fn attempt(rng: &mut Rng, cfg: &SeedConfig) -> Option<Model> {
-    let reg = registry();
+    let reg: Vec<&Box<dyn OpSpec>> = registry().iter().filter(|s| cfg.contrib || s.domain().is_empty()).collect();
     let target = rng.random_range(cfg.min_nodes..=cfg.max_nodes.max(cfg.min_nodes));
     let mut b = Builder::new(cfg.limits);
     for _ in 0..rng.random_range(1..=2) {

@@ -26,7 +26,13 @@ fn levels_of(target: &str, defaults: &[Config]) -> Vec<Config> {
 /// Runs the minimized test of `m` at every level (with the thread count of `config`) and, for an ONNX model,
 /// under the semantic reference.
 pub fn measure(r: &mut Reproducer, m: &Minimized, config: &Config) -> Levels {
-    let configs = levels_of(&r.finding.target, &r.worker.info.default_configs);
+    let mut configs = levels_of(&r.finding.target, &r.worker.info.default_configs);
+    // a finding under a named configuration (session entries, `compiler::named`) also shows that configuration
+    if !config.options.is_empty() || !configs.iter().any(|c| c.level == config.level) {
+        let mut own = config.clone();
+        own.disabled.clear();
+        configs.push(own);
+    }
     let runs = configs
         .into_iter()
         .map(|mut c| {
@@ -70,7 +76,7 @@ fn diff_cell(base: Option<&Outcome>, o: &Outcome, tolerance: Tolerance, hints: &
     if o.status != Status::Ok {
         return "-".into();
     }
-    match crate::oracle::distance_with(&base.outputs, &o.outputs, tolerance, hints) {
+    match crate::oracle::distance_with(&base.outputs, &o.outputs, tolerance.for_config(&o.config), hints) {
         Ok(d) if d.exceeds => format!("**{:e}** ({} of {} elements beyond tolerance)", d.max, d.exceeding, d.elements),
         Ok(d) => format!("{:e} (within tolerance)", d.max),
         Err(e) => format!("not comparable: {}", e.0).replace('|', "\\|"),
@@ -83,8 +89,17 @@ pub fn table(target: &str, levels: &Levels, without: Option<&Outcome>, m: &Minim
     let base = levels.runs.first();
     let mut s = String::from("| configuration | result | max abs. difference vs. `disable` |\n|---|---|---|\n");
     let name = |c: &Config| match target {
-        "ort" if c.disabled.is_empty() => format!("`{}` ({})", c.level.name(), ort_level(c.level)),
-        "ort" => format!("`{}` ({}) with `{}` disabled", c.level.name(), ort_level(c.level), c.disabled.join(";")),
+        "ort" => {
+            // the level and its session entries (a named configuration's, `compiler::named`), as ORT spells them
+            let mut plain = c.clone();
+            plain.disabled.clear();
+            let mut how: Vec<String> = vec![ort_level(c.level).to_string()];
+            how.extend(c.options.iter().map(|(k, v)| format!("{k}={v}")));
+            match c.disabled.is_empty() {
+                true => format!("`{plain}` ({})", how.join(", ")),
+                false => format!("`{plain}` ({}) with `{}` disabled", how.join(", "), c.disabled.join(";")),
+            }
+        }
         _ if c.disabled.is_empty() => format!("`{}`", c.level.name()),
         _ => format!("`{}` with `{}` disabled", c.level.name(), c.disabled.join(";")),
     };

@@ -193,9 +193,11 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -
         "config": t.config,
         "level": config.level.name(),
         "disabled": config.disabled,
+        // session configuration entries (a named configuration's, e.g. all+gelu_approx)
+        "entries": config.options,
         "culprits": t.culprits,
         "threads": config.threads,
-        "tolerance": tolerance.table(),
+        "tolerance": tolerance.for_config(&config).table(),
         "quantized": quantized,
         "dequantized": dequantized,
         "n_inputs": m.case.feeds.len(),

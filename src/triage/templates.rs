@@ -32,6 +32,9 @@ fn ort_settings(config: &Config, disabled: &[String]) -> String {
     if config.threads != 1 {
         let _ = writeln!(s, "so.intra_op_num_threads = {}", config.threads);
     }
+    for (k, v) in &config.options {
+        let _ = writeln!(s, "so.add_session_config_entry(\"{k}\", \"{v}\")");
+    }
     if !disabled.is_empty() {
         let _ = writeln!(
             s,
