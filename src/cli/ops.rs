@@ -50,17 +50,7 @@ struct OutputType {
 pub fn run(cmd: OpsCmd) -> anyhow::Result<()> {
     match cmd {
         OpsCmd::List { json } => {
-            let names: Vec<String> =
-                registry()
-                    .iter()
-                    .map(|s| {
-                        if s.domain().is_empty() {
-                            s.name().to_string()
-                        } else {
-                            format!("{}::{}", s.domain(), s.name())
-                        }
-                    })
-                    .collect();
+            let names: Vec<String> = registry().iter().map(|s| qualified(s.as_ref())).collect();
             if json {
                 println!("{}", serde_json::to_string(&names)?);
             } else {
@@ -69,6 +59,15 @@ pub fn run(cmd: OpsCmd) -> anyhow::Result<()> {
             Ok(())
         }
         OpsCmd::Selftest(a) => selftest(a),
+    }
+}
+
+/// An op's name as `ops list` and the selftest manifest write it: `Name`, or `domain::Name` outside ai.onnx.
+fn qualified(s: &dyn crate::ops::OpSpec) -> String {
+    if s.domain().is_empty() {
+        s.name().to_string()
+    } else {
+        format!("{}::{}", s.domain(), s.name())
     }
 }
 
@@ -83,7 +82,8 @@ fn selftest(a: SelftestArgs) -> anyhow::Result<()> {
             let Some(m) = single_op(spec.as_ref(), &mut rng, &cfg) else {
                 anyhow::bail!("op {} produced no valid single-op model in 50 attempts", spec.name());
             };
-            let file = format!("{}_{k}.onnx", spec.name());
+            // contrib ops may share a name with an ONNX op (Gelu): the file names the domain
+            let file = format!("{}_{k}.onnx", qualified(spec.as_ref()).replace("::", "."));
             onnx::save(&m, &a.out.join(&file))?;
             let outputs = m
                 .graph
@@ -94,7 +94,7 @@ fn selftest(a: SelftestArgs) -> anyhow::Result<()> {
                     OutputType { name: o.clone(), dtype: t.dtype.name(), shape: t.dims().expect("static") }
                 })
                 .collect();
-            cases.push(Case { file, op: spec.name().to_string(), outputs });
+            cases.push(Case { file, op: qualified(spec.as_ref()), outputs });
         }
     }
     crate::util::write_atomic(&a.out.join("manifest.json"), serde_json::to_string_pretty(&cases)?.as_bytes())?;
