@@ -40,45 +40,14 @@ import tvm.tirx
 import tvm_ffi
 from tvm_ffi import structural_hash
 
+import oatest_tvm_passes
 from oatest_tvm_check import check_pattern
 from oatest_tvm_synth import _imported
 
-LEVELS = ["disable", "basic", "extended", "layout", "all"]
-
-# (pass name, lowest level that runs it; "required" = always). Order is pipeline order.
-PIPELINE = [
-    ("DispatchSampling", "required"),
-    ("DispatchSortScan", "required"),
-    ("CanonicalizeBindings", "extended"),
-    ("ConvertToDataflow", "extended"),
-    ("EliminateCommonSubexpr", "extended"),
-    ("DecomposeOpsForInference", "extended"),
-    ("FoldBatchnormToConv2D", "extended"),
-    ("RemoveRedundantReshape", "extended"),
-    ("FuseTransposeMatmul", "extended"),
-    ("ReorderPermuteDimsAfterConcat", "extended"),
-    ("ExpandMatmulOfSum", "extended"),
-    ("AdjustMatmulOrder", "extended"),
-    ("CombineParallelMatmul", "extended"),
-    ("DeadCodeElimination", "extended"),
-    ("LegalizeOps", "required"),
-    ("AnnotateTIROpPattern", "basic"),
-    ("FoldConstant", "basic"),
-    ("FuseOps", "basic"),
-    ("FuseTIR", "basic"),
-    ("RewriteDataflowReshape", "all"),
-    ("ToNonDataflow", "required"),
-    ("RemovePurityChecking", "required"),
-    ("CallTIRRewrite", "required"),
-    ("StaticPlanBlockMemory", "all"),
-    ("LowerAllocTensor", "required"),
-    ("KillAfterLastUse", "all"),
-    ("LowerRuntimeBuiltin", "required"),
-    ("ComputePrimValue", "required"),
-    ("VMShapeLower", "required"),
-    ("AttachGlobalSymbol", "required"),
-]
-NAMES = {name for name, _ in PIPELINE}
+# the pipeline is data (python/oatest_tvm_pipeline.json), shared with `oatest patterns stats`
+LEVELS = oatest_tvm_passes.LEVELS
+PIPELINE = oatest_tvm_passes.PIPELINE
+NAMES = {name for name, _ in PIPELINE} | set(oatest_tvm_passes.PLACEMENT)
 
 
 # Tests compile with LLVM at -O0: oatest tests the Relax passes, and -O0 makes codegen ~5x faster (0.04 s
@@ -163,14 +132,18 @@ def _fold_build(mod, target=None, pipeline="default"):
 tvm.register_global_func("tirx.build", _fold_build, override=True)
 
 
-def _make(name: str):
+def _make(name: str, extra: tuple | None = None):
+    if extra is not None and name == extra[0]:
+        return oatest_tvm_passes.make_pass(name, extra[1])
     if name in ("DispatchSampling", "DispatchSortScan"):
         return getattr(relax.backend, name)()
     return getattr(relax.transform, name)()
 
 
-def passes_for(level: str, disabled: list[str]) -> list[str]:
-    """The pipeline of a configuration, by name."""
+def passes_for(level: str, disabled: list[str], extra: str | None = None) -> list[str]:
+    """The pipeline of a configuration, by name. `extra`: a pass outside the pipeline (the test's pattern's
+    pass), inserted at its placement (oatest_tvm_passes.PLACEMENT) in every configuration above `disable`
+    that does not leave it out."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r} (one of {LEVELS})")
     rank = LEVELS.index(level)
@@ -180,22 +153,35 @@ def passes_for(level: str, disabled: list[str]) -> list[str]:
             out.append(name)
         elif LEVELS.index(lowest) <= rank and name not in disabled:
             out.append(name)
+    if extra is not None and rank > 0 and extra not in disabled:
+        out = oatest_tvm_passes.insert(out, extra)
     return out
 
 
 def optional_passes() -> list[str]:
-    """The passes a configuration may leave out (every pipeline pass but the required ones), in pipeline order:
-    what a synthesized test can target."""
-    return [name for name, lowest in PIPELINE if lowest != "required"]
+    """The passes a configuration may leave out, in pipeline order (every pipeline pass but the required ones),
+    then the passes a test may insert: what a synthesized test can target."""
+    return [name for name, lowest in PIPELINE if lowest != "required"] + sorted(oatest_tvm_passes.PLACEMENT)
+
+
+def _extra_pass(recipe: dict | None) -> tuple | None:
+    """(name, arguments) of the pass a recipe's pattern came from, when it is not a pipeline pass."""
+    if recipe is None or recipe.get("pass") not in oatest_tvm_passes.PLACEMENT:
+        return None
+    return recipe["pass"], recipe.get("pass_args")
 
 
 @tvm.instrument.pass_instrument
 class Recorder:
     """Records the pipeline passes that ran and those that changed the module. Hashing a module costs ~0.25 ms,
     so a pass that returns the very same module object did not change it, and the module a pass returns keeps
-    its hash for the next pass."""
+    its hash for the next pass. Only the configuration's own passes count (`names`), and only where the
+    configuration calls them: a pass nested in another (FuseTransposeMatmul runs FuseOpsByPattern, FuseOps runs
+    RemoveUnusedParameters) is part of that pass, and leaving the nested one out of a configuration would not
+    stop it."""
 
-    def __init__(self):
+    def __init__(self, names=NAMES):
+        self.names = set(names)
         self.stack = []
         self.ran = []
         self.fired = []
@@ -209,7 +195,8 @@ class Recorder:
         return h
 
     def run_before_pass(self, mod, info):
-        self.stack.append(mod if info.name in NAMES else None)
+        nested = any(m is not None for m in self.stack)
+        self.stack.append(mod if info.name in self.names and not nested else None)
 
     def run_after_pass(self, mod, info):
         before = self.stack.pop()
@@ -276,7 +263,10 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
         return result
     try:
         target = _target()
-        seq = tvm.transform.Sequential([_make(n) for n in passes_for(level, disabled)])
+        extra = _extra_pass(recipe)
+        names = passes_for(level, disabled, extra and extra[0])
+        rec.names = set(names)
+        seq = tvm.transform.Sequential([_make(n, extra) for n in names])
         with tvm.transform.PassContext(opt_level=3, instruments=[rec], config={} if strict else PASS_CONFIG), target:
             ex = tvm.compile(mod, target=target, relax_pipeline=seq)
         fault = _fault(model, level, rec.fired)

@@ -10,9 +10,14 @@ the same pass (the very pass object when the test called it
 from Python, else the pass built with default arguments) still changes it. Kept patterns go to
 <dir>/<pass>/<hash>.json with their provenance; tests that fail on the installed TVM are listed in
 <dir>/failed.jsonl, never silently lost.
+
+Each relax.transform constructor is wrapped so that a pass object remembers its arguments; a pattern found by the
+test's own pass object records them (`pass_args`, oatest_tvm_passes' encoding) when the pass rebuilt from them
+still changes the pattern, or why not (`pass_args_note`).
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import threading
@@ -20,6 +25,8 @@ import threading
 import pytest
 import tvm
 from tvm import relax
+
+import oatest_tvm_passes
 
 try:
     from tvm_ffi import structural_equal, structural_hash
@@ -49,6 +56,8 @@ _state = threading.local()
 _current = {"test": None, "file": None, "function": None}
 _stats = {"pairs": 0, "candidates": 0, "verified": 0, "written": 0}
 _seen: set[str] = set()
+# id(pass object) -> (the object, its encoded constructor arguments or the Unexpressible message)
+_ARGS: dict = {}
 
 
 def _objs() -> list:
@@ -139,6 +148,52 @@ def _fires(pass_obj, mod: tvm.IRModule) -> bool:
         return False
 
 
+def _recorded_args(name: str, pass_obj, closed: tvm.IRModule):
+    """(arguments, None) when the test's own pass object was built from arguments oatest can record and the
+    pass rebuilt from them changes `closed`; else (None, why not)."""
+    if pass_obj is None:
+        return None, "the pass ran inside another pass (no call of its own to record)"
+    hit = _ARGS.get(id(pass_obj))
+    if hit is None or not hit[0].same_as(pass_obj):
+        return None, "the pass object was not built by a relax.transform constructor the test called"
+    args = hit[1]
+    if isinstance(args, str):
+        return None, args
+    try:
+        rebuilt = oatest_tvm_passes.make_pass(name, args)
+    except Exception as e:  # noqa: BLE001
+        return None, f"the recorded arguments do not rebuild the pass: {type(e).__name__}: {str(e)[:200]}"
+    if not _fires(rebuilt, closed):
+        return None, "the pass rebuilt from the recorded arguments does not change the pattern"
+    return args, None
+
+
+def _wrap_constructor(ctor_name: str) -> None:
+    """Pass constructors that are plain functions only (wrapping a class would break isinstance)."""
+    module = relax.backend if ctor_name in ("DispatchSampling", "DispatchSortScan") else relax.transform
+    ctor = getattr(module, ctor_name, None)
+    if not inspect.isfunction(ctor) or getattr(ctor, "_oatest_wrapped", False):
+        return
+    name = ctor_name
+
+    def wrapped(*args, **kwargs):
+        obj = ctor(*args, **kwargs)
+        try:
+            rec = oatest_tvm_passes.encode_args(name, args, kwargs)
+        except oatest_tvm_passes.Unexpressible as e:
+            rec = f"an argument oatest cannot express: {e}"
+        except Exception as e:  # noqa: BLE001 - recording must never break the test
+            rec = f"the arguments could not be recorded: {type(e).__name__}: {str(e)[:200]}"
+        if isinstance(obj, tvm.ir.transform.Pass):
+            _ARGS[id(obj)] = (obj, rec)
+        return obj
+
+    wrapped._oatest_wrapped = True
+    wrapped.__wrapped__ = ctor
+    wrapped.__signature__ = inspect.signature(ctor)
+    setattr(module, ctor_name, wrapped)
+
+
 def _keep(name: str, pass_obj, candidate: tvm.IRModule, granularity: str) -> None:
     _stats["candidates"] += 1
     try:
@@ -156,6 +211,7 @@ def _keep(name: str, pass_obj, candidate: tvm.IRModule, granularity: str) -> Non
     by_default = default is not None and _fires(default, closed)
     if not (by_object or by_default):
         return
+    args, note = _recorded_args(name, pass_obj, closed)
     _stats["verified"] += 1
     key = f"{name}:{structural_hash(closed)}"
     if key in _seen:
@@ -171,6 +227,9 @@ def _keep(name: str, pass_obj, candidate: tvm.IRModule, granularity: str) -> Non
         # the test's own pass object (with its arguments, shown in pass_repr) did
         "fires_with_default_args": by_default,
         "pass_repr": str(pass_obj)[:500] if pass_obj is not None else None,
+        # the test's own pass call's arguments (oatest_tvm_passes' encoding), verified to fire rebuilt
+        "pass_args": args,
+        "pass_args_note": note,
         "functions": sorted(g.name_hint for g in closed.get_global_vars()),
         "provenance": dict(_current),
         "tvm_version": tvm.__version__,
@@ -266,6 +325,8 @@ def pytest_configure(config):
     os.makedirs(OUT, exist_ok=True)
     tvm.ir.transform.Pass.__call__ = _call
     tvm.transform.PassContext.__init__ = _ctx_init
+    for ctor_name in sorted(set(RELAX_PASSES.values())):
+        _wrap_constructor(ctor_name)
 
 
 @pytest.fixture(autouse=True)

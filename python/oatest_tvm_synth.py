@@ -6,6 +6,12 @@ value of the same type, or by a bridge from another seed value (R.reshape, R.str
 R.concat, R.astype), or by R.zeros; its result becomes an extra output of main. The module is checked with
 relax.analysis.well_formed before it is compiled.
 
+A recipe may also name a host (`host`: TVMScript of a module from TVM's own tests, such as another pattern's,
+with several functions, R.If, call_tir PrimFuncs, tuples): the pattern is then spliced into a top-level dataflow
+block of one of the host's pure Relax functions (fed from the values in scope there), that function, copied as
+`oatest_host` and returning its own result and the pattern's, is called from the seed's main through bridges,
+and every host function comes along (the host's `main` renamed `oatest_host_main`).
+
 This module owns the pattern's parsing (`_parsed`, `_entry`, and `pattern_usable`, which `synthesize` checks
 itself), the bridges, the splice, and `_imported`: a request's model or recipe as a Relax module, cached.
 """
@@ -17,6 +23,7 @@ import random
 import onnx
 import tvm
 from tvm import relax
+import tvm.relax.utils  # noqa: F401 - copy_with_new_vars
 from tvm.relax.frontend.onnx import from_onnx
 
 
@@ -121,8 +128,13 @@ def pattern_usable(pattern_script: str) -> None:
         raise ValueError("the pattern's entry is impure: it cannot be called from a dataflow block")
 
 
-def synthesize(seed_onnx: bytes, pattern_script: str, rng_seed: int, ir_json: str | None = None) -> tvm.IRModule:
-    """Splices a Relax pattern into the Relax import of a seed ONNX model (see the module docstring)."""
+def synthesize(
+    seed_onnx: bytes, pattern_script: str, rng_seed: int, ir_json: str | None = None, host: str | None = None
+) -> tvm.IRModule:
+    """Splices a Relax pattern into the Relax import of a seed ONNX model, or into a host module called from it
+    (see the module docstring)."""
+    if host is not None:
+        return _synthesize_hosted(seed_onnx, pattern_script, rng_seed, ir_json, host)
     rng = random.Random(rng_seed)
     seed = from_onnx(onnx.load_from_string(seed_onnx), keep_params_in_input=False)
     pat = _parsed(pattern_script, ir_json)
@@ -200,6 +212,168 @@ def _splice(bb, pgv, ptypes, avail, rng):
     return r
 
 
+HOST_NAME = "oatest_host"
+HOST_MAIN = "oatest_host_main"
+
+
+def _tensor_leaves(ty) -> int | None:
+    """How many tensors a value of type `ty` flattens to (tensors and tuples of them), else None."""
+    if _static(ty) is not None:
+        return 1
+    if type(ty).__name__ == "TupleType":
+        counts = [_tensor_leaves(f) for f in ty.fields]
+        return None if any(c is None for c in counts) else sum(counts)
+    return None
+
+
+def _host_candidates(host: tvm.IRModule) -> list:
+    """The host's Relax functions a pattern can be spliced into: pure, statically shaped tensor parameters, a
+    result of tensors, and a top-level dataflow block."""
+    out = []
+    for gv in sorted(host.get_global_vars(), key=lambda g: g.name_hint):
+        f = host[gv]
+        if not isinstance(f, relax.Function) or not f.is_pure or not isinstance(f.body, relax.SeqExpr):
+            continue
+        if any(_static(p.ty) is None for p in f.params) or not _tensor_leaves(f.ret_ty):
+            continue
+        if any(isinstance(b, relax.DataflowBlock) for b in f.body.blocks):
+            out.append(gv)
+    return out
+
+
+def _synthesize_hosted(seed_onnx: bytes, pattern_script: str, rng_seed: int, ir_json, host_script: str):
+    rng = random.Random(rng_seed)
+    seed = from_onnx(onnx.load_from_string(seed_onnx), keep_params_in_input=False)
+    pat = _parsed(pattern_script, ir_json)
+    pattern_usable(pattern_script)
+    host = _parsed(host_script)
+    entry = _entry(pat)
+    pfunc = pat[entry]
+    ptypes = [_static(p.ty) for p in pfunc.params]
+    names = {g.name_hint for g in host.get_global_vars()}
+    pnames = {g.name_hint for g in pat.get_global_vars() if g.name_hint != entry.name_hint}
+    if names & pnames or {PATTERN_NAME, HOST_NAME, HOST_MAIN} & (names | pnames):
+        raise ValueError(f"the pattern's and the host's function names clash: {sorted(names & pnames)}")
+    callers = set()
+    for gv in host.get_global_vars():
+        if isinstance(host[gv], relax.Function):
+            callers |= {g.name_hint for g in relax.analysis.all_global_vars(host[gv])}
+    if "main" in names and "main" in callers:
+        raise ValueError("the host's main is called by another host function")
+    candidates = _host_candidates(host)
+    if not candidates:
+        raise ValueError("the host has no pure function with static tensor parameters and a dataflow block")
+    fgv = rng.choice(candidates)
+    f = relax.utils.copy_with_new_vars(host[fgv])  # its copy must not share variables with it
+    mod = tvm.IRModule({}, attrs=seed.attrs)
+    for gv in host.get_global_vars():
+        func = host[gv]
+        if gv.name_hint == "main":
+            func = func.without_attr("global_symbol") if func.attrs and "global_symbol" in func.attrs else func
+            mod[tvm.ir.GlobalVar(HOST_MAIN)] = func
+        else:
+            mod[gv] = func
+    for gv in pat.get_global_vars():
+        if gv.name_hint != entry.name_hint:
+            mod[gv] = pat[gv]
+    bb = relax.BlockBuilder(mod)
+    private = pfunc.without_attr("global_symbol") if pfunc.attrs and "global_symbol" in pfunc.attrs else pfunc
+    pgv = bb.add_func(private, PATTERN_NAME)
+    blocks = list(f.body.blocks)
+    chosen = rng.choice([i for i, b in enumerate(blocks) if isinstance(b, relax.DataflowBlock)])
+    fattrs = {k: v for k, v in (f.attrs or {}).items() if k != "global_symbol"}
+    with bb.function(HOST_NAME, list(f.params), attrs=fattrs or None, private=True):
+        avail = [p for p in f.params if _static(p.ty)]
+        extra = None
+        for i, block in enumerate(blocks):
+            if i != chosen:
+                if isinstance(block, relax.DataflowBlock):
+                    with bb.dataflow():
+                        outs = [bb.emit_normalized(b) for b in block.bindings]
+                        del outs
+                else:
+                    for b in block.bindings:
+                        bb.emit_normalized(b)
+                avail += [b.var for b in block.bindings if not isinstance(b.var, relax.DataflowVar) and _static(b.var.ty)]
+                continue
+            bindings = list(block.bindings)
+            point = rng.randint(0, len(bindings))
+            with bb.dataflow():
+                inner = list(avail)
+                for j, b in enumerate(bindings):
+                    if j == point:
+                        extra = bb.emit_output(_splice(bb, pgv, ptypes, inner, rng))
+                    bb.emit_normalized(b)
+                    if _static(b.var.ty):
+                        inner.append(b.var)
+                if point == len(bindings):
+                    extra = bb.emit_output(_splice(bb, pgv, ptypes, inner, rng))
+            avail += [b.var for b in bindings if not isinstance(b.var, relax.DataflowVar) and _static(b.var.ty)]
+        bb.emit_func_output(relax.Tuple([f.body.body, extra]))
+    hosted = bb.get().get_global_var(HOST_NAME)
+    htypes = [_static(p.ty) for p in f.params]
+    main = seed["main"]
+    block = main.body.blocks[0]
+    if len(main.body.blocks) != 1 or not isinstance(block, relax.DataflowBlock):
+        raise ValueError("the seed's main is not one dataflow block")
+    # the seed's own PrimFuncs (from_onnx emits call_tir for a few ops) come along under fresh names
+    renamed = {}
+    for gv in seed.get_global_vars():
+        if gv.name_hint != "main":
+            renamed[gv.name_hint] = bb.add_func(seed[gv], "oatest_seed_" + gv.name_hint)
+    with bb.function("main", list(main.params), attrs={k: v for k, v in (main.attrs or {}).items()} or None):
+        with bb.dataflow():
+            avail = [p for p in main.params if _static(p.ty)]
+            for b in block.bindings:
+                bb.emit_normalized(_renamed_binding(bb, b, renamed))
+                if _static(b.var.ty):
+                    avail.append(b.var)
+            args = []
+            for dtype, dims in htypes:
+                same = [v for v in avail if _static(v.ty) == (dtype, dims)]
+                if same:
+                    args.append(rng.choice(same))
+                else:
+                    cost = {id(v): bridge_cost(_static(v.ty), (dtype, dims)) for v in avail}
+                    least = min(cost.values())
+                    v = rng.choice([v for v in avail if cost[id(v)] == least])
+                    args.append(bridge(bb, v, _static(v.ty), (dtype, dims)))
+            out = bb.emit_output(relax.Call(hosted, args))
+        ret = main.body.body
+        fields = list(ret.fields) if isinstance(ret, relax.Tuple) else [ret]
+        bb.emit_func_output(relax.Tuple(fields + [out]))
+    new = bb.get()
+    have = {g.name_hint for g in new.get_global_vars()}
+    for gv in mod.get_global_vars():
+        if gv.name_hint not in have:
+            new[gv] = mod[gv]
+    if relax.analysis.well_formed(new) is False:
+        raise ValueError("the hosted module is not well formed")
+    return new
+
+
+def _renamed_binding(bb, b, renamed: dict):
+    """`b` with the GlobalVars its call_tir calls replaced per `renamed` (name -> GlobalVar); from_onnx's main
+    refers to its PrimFuncs only that way (anything else is refused)."""
+    v = b.value
+    if isinstance(v, relax.Call) and v.args and isinstance(v.args[0], tvm.ir.GlobalVar):
+        new = renamed.get(v.args[0].name_hint)
+        if new is not None:
+            return relax.VarBinding(b.var, bb.normalize(relax.Call(v.op, [new, *v.args[1:]], v.attrs, v.ty_args)))
+    for gv in relax.analysis.all_global_vars(v) if isinstance(v, relax.Expr) else []:
+        if gv.name_hint in renamed:
+            raise ValueError(f"the seed's main refers to {gv.name_hint} other than by call_tir")
+    return b
+
+
+def extra_output_names(mod: tvm.IRModule, n_graph_outputs: int) -> list[str]:
+    """Names of main's outputs beyond the seed graph's: one per tensor its extra results flatten to."""
+    ret = mod["main"].ret_ty
+    fields = list(ret.fields) if type(ret).__name__ == "TupleType" else [ret]
+    n = sum(_tensor_leaves(t) or 0 for t in fields[n_graph_outputs:])
+    return [EXTRA_OUTPUT] if n == 1 else [f"{EXTRA_OUTPUT}_{i}" for i in range(n)]
+
+
 _IMPORTED: dict = {}
 
 
@@ -213,8 +387,9 @@ def _imported(model_bytes: bytes, recipe: dict | None):
         return hit[1]
     if recipe is not None:
         seed = bytes.fromhex(recipe["seed_onnx"])
-        mod = synthesize(seed, recipe["pattern"], recipe["rng"], recipe.get("pattern_ir"))
-        value = (onnx.load_from_string(seed), mod, [EXTRA_OUTPUT])
+        mod = synthesize(seed, recipe["pattern"], recipe["rng"], recipe.get("pattern_ir"), recipe.get("host"))
+        model = onnx.load_from_string(seed)
+        value = (model, mod, extra_output_names(mod, len(model.graph.output)))
     else:
         model = onnx.load_from_string(model_bytes)
         value = (model, from_onnx(model, keep_params_in_input=False), [])

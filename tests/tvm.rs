@@ -114,7 +114,8 @@ fn the_worker_reports_the_optional_passes_of_the_runners_pipeline() {
     assert!(!p.contains(&"LegalizeOps".to_string()), "required passes are not targets: {p:?}");
 }
 
-/// A few patterns of the committed library per pass (those that fire with default arguments), copied to `dir`.
+/// A few patterns of the committed library per pass (those that fire with default arguments or carry the
+/// arguments of their test's pass call), copied to `dir`.
 fn small_library(dir: &std::path::Path, passes: &[&str], per_pass: usize) {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("patterns/tvm");
     for pass in passes {
@@ -124,9 +125,12 @@ fn small_library(dir: &std::path::Path, passes: &[&str], per_pass: usize) {
             .filter(|p| p.extension().is_some_and(|e| e == "json"))
             .collect();
         files.sort();
-        let keep: Vec<_> =
-            files.into_iter().filter(|f| json(f)["fires_with_default_args"] == true).take(per_pass).collect();
-        assert!(!keep.is_empty(), "no {pass} pattern fires with default arguments");
+        let keep: Vec<_> = files
+            .into_iter()
+            .filter(|f| json(f)["fires_with_default_args"] == true || !json(f)["pass_args"].is_null())
+            .take(per_pass)
+            .collect();
+        assert!(!keep.is_empty(), "no {pass} pattern fires with default or recorded arguments");
         std::fs::create_dir_all(dir.join(pass)).unwrap();
         for f in keep {
             std::fs::copy(&f, dir.join(pass).join(f.file_name().unwrap())).unwrap();
@@ -189,6 +193,58 @@ fn a_tvm_campaign_synthesizes_from_relax_patterns_and_triggers_their_passes() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(json(&out2.join("stats.json"))["passes_fired"]["LegalizeOps"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn passes_outside_the_pipeline_run_at_their_placement_for_their_own_patterns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, cache) = (dir.path().join("lib"), dir.path().join("cache"));
+    // FuseOpsByPattern fires only with its test's arguments (the pattern list), recorded in the library
+    small_library(&lib, &["FuseOpsByPattern", "RemoveUnusedParameters", "TopologicalSort"], 4);
+    let out = dir.path().join("run");
+    let o = Command::new(env!("CARGO_BIN_EXE_oatest"))
+        .args(["fuzz", "--target", "tvm", "--tests", "12", "--seed", "3", "--jobs", "2", "--no-triage"])
+        .args(["--patterns", lib.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .env("OATEST_CACHE_DIR", &cache)
+        .output()
+        .expect("oatest runs");
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "{err}");
+    let s = json(&out.join("stats.json"));
+    assert_eq!(s["tests_valid"], s["tests_executed"], "{s}");
+    assert!(s["passes_fired"]["FuseOpsByPattern"].as_u64().unwrap_or(0) > 0, "inserted, it fires: {s}");
+    assert!(err.contains("hosts with TVM's structure"), "{err}");
+}
+
+#[test]
+fn delta_debugging_covers_an_inserted_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    small_library(&lib, &["FuseOpsByPattern"], 6);
+    // a FuseOpsByPattern pattern that fires spliced into this seed, with its recorded arguments
+    let seed = chain(&["Relu", "Sigmoid"], Some(("wrong", "FuseOpsByPattern")));
+    let hex: String = seed.iter().map(|b| format!("{b:02x}")).collect();
+    let mut found = false;
+    for (i, f) in std::fs::read_dir(lib.join("FuseOpsByPattern")).unwrap().enumerate() {
+        let pattern = json(&f.unwrap().path());
+        let recipe = serde_json::json!({
+            "kind": "oatest-relax-synth", "seed_onnx": hex, "pattern": pattern["script"],
+            "pass": "FuseOpsByPattern", "pass_args": pattern["pass_args"], "provenance": pattern["provenance"],
+            "rng": 1, "check_only": false,
+        });
+        let case = dir.path().join(format!("case{i}"));
+        std::fs::create_dir_all(&case).unwrap();
+        let file = case.join("recipe.json");
+        std::fs::write(&file, recipe.to_string()).unwrap();
+        let out = case.join("bug");
+        let o = oatest_faulty(&["reduce", file.to_str().unwrap(), "--target", "tvm", "--out", out.to_str().unwrap()]);
+        let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+        if o.status.success() && stdout.contains("culprits: FuseOpsByPattern") {
+            found = true;
+            break;
+        }
+    }
+    assert!(found, "some FuseOpsByPattern pattern's fault is traced to the inserted pass");
 }
 
 #[test]

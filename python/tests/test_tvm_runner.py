@@ -10,12 +10,14 @@ import oatest_tvm as T  # noqa: E402
 import oatest_tvm_check as C  # noqa: E402
 
 
-def test_the_optional_passes_are_the_pipeline_passes_a_configuration_may_leave_out():
+def test_the_optional_passes_are_the_pipeline_passes_a_configuration_may_leave_out_then_the_inserted_ones():
     optional = T.optional_passes()
-    assert "FuseOps" in optional and "StaticPlanBlockMemory" in optional
+    assert "FuseOps" in optional and "StaticPlanBlockMemory" in optional and "FuseOpsByPattern" in optional
     assert "LegalizeOps" not in optional, "required passes are not targets"
-    assert optional == [n for n, _ in T.PIPELINE if n in optional], "pipeline order"
-    assert set(T.passes_for("all", [])) - set(T.passes_for("disable", [])) == set(optional)
+    in_pipeline = [n for n, _ in T.PIPELINE if n in optional]
+    assert optional[: len(in_pipeline)] == in_pipeline, "pipeline order"
+    assert set(T.passes_for("all", [])) - set(T.passes_for("disable", [])) == set(in_pipeline)
+    assert set(optional[len(in_pipeline) :]) == set(T.oatest_tvm_passes.PLACEMENT)
 
 
 def test_a_large_pattern_is_shrunk_by_the_smallest_power_of_two_that_fits():

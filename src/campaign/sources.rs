@@ -7,8 +7,9 @@ use crate::compiler::TargetKind;
 use crate::seedgen::SeedConfig;
 use crate::synth::source::{DirSource, Mix, RelaxSynthSource, SeedgenSource, SynthSource, TestSource};
 
-/// Relax synthesis: the library's patterns whose pass is an optional pass of the TVM pipeline and fires with its
-/// default arguments, checked in TVM workers spliced into a probe seed (`synth::usable::check_library`).
+/// Relax synthesis: the library's patterns a campaign can target (`RelaxPattern::target`: an optional pass of
+/// the TVM pipeline firing with its default arguments, or a pass the runner inserts, with the test's recorded
+/// arguments), checked in TVM workers spliced into a probe seed (`synth::usable::check_library`).
 fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow::Result<RelaxSynthSource> {
     use crate::pattern::relax::load_relax_library;
     use crate::synth::usable::{check_library, Usability as Verdict};
@@ -20,12 +21,14 @@ fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow:
     let mut spec = WorkerSpec::new(TargetKind::Tvm)?;
     spec.timeout = std::time::Duration::from_millis(s.timeout_ms);
     let pool = crate::compiler::worker::Pool::start(&spec, s.jobs.clamp(1, patterns.len().max(1)))?;
-    // the passes a test can target: the optional passes of the runner's pipeline, as the worker reports them
+    // the passes a test can target: the optional and insertable passes of the runner, as the worker reports them
     let optional = pool.info().optional_passes;
+    let pipeline = crate::compiler::tvm::Pipeline::embedded();
     let n = patterns.len();
-    let candidates: Vec<_> =
-        patterns.into_iter().filter(|p| p.fires_with_default_args && optional.contains(&p.pass)).collect();
+    let (candidates, _): (Vec<_>, Vec<_>) =
+        patterns.into_iter().partition(|p| optional.contains(&p.pass) && p.target(&pipeline).is_ok());
     let n_candidates = candidates.len();
+    let passes: std::collections::BTreeSet<String> = candidates.iter().map(|p| p.pass.clone()).collect();
     let probe = crate::seedgen::generate(0, 0, &cfg);
     let (checked, from_cache) = check_library(&pool, candidates, &probe)?;
     let mut rejected: std::collections::BTreeMap<&str, usize> = Default::default();
@@ -41,21 +44,50 @@ fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow:
         }
     }
     usable.sort_by(|a, b| (&a.pass, &a.script).cmp(&(&b.pass, &b.script)));
+    let lost: Vec<&String> = passes.iter().filter(|p| !usable.iter().any(|u| &u.pass == *p)).collect();
+    if !lost.is_empty() {
+        eprintln!("passes whose every pattern the check rejected: {lost:?}");
+    }
     let mut why: Vec<String> = rejected.iter().map(|(k, v)| format!("{v} {k}")).collect();
     if shrunk > 0 {
         why.push(format!("{shrunk} usable once shrunk"));
     }
     eprintln!(
-        "{} of {n} Relax patterns in {} are usable ({n_candidates} target an optional pass of the pipeline and \
-         fire with default arguments; of those {}), checked in {:.1} s ({from_cache} verdicts cached)",
+        "{} of {n} Relax patterns in {} are usable, over {} passes ({n_candidates} over {} passes can be targeted, \
+         see `oatest patterns stats`; of those {}), checked in {:.1} s ({from_cache} verdicts cached)",
         usable.len(),
         dir.display(),
+        passes.len() - lost.len(),
+        passes.len(),
         if why.is_empty() { "none rejected".to_string() } else { why.join(", ") },
         t0.elapsed().as_secs_f64()
     );
     anyhow::ensure!(!usable.is_empty(), "no usable Relax patterns in {}", dir.display());
-    Ok(RelaxSynthSource { seed: s.seed, cfg, patterns: usable })
+    // hosts: a sample of the usable patterns with TVM's own structure, each checked with a plain guest
+    let t1 = std::time::Instant::now();
+    let mut structured: Vec<_> = usable.iter().filter(|p| crate::synth::usable::structured(p)).cloned().collect();
+    let n_structured = structured.len();
+    {
+        use rand::seq::SliceRandom as _;
+        structured.shuffle(&mut crate::seedgen::rng_for(s.seed ^ 0x4057, 0));
+    }
+    structured.truncate(MAX_HOSTS);
+    let guest = usable.iter().find(|p| p.functions.len() == 1 && !structured.iter().any(|h| h.script == p.script));
+    let hosts = match guest {
+        Some(g) => crate::synth::usable::check_hosts(&pool, structured, g, &probe)?,
+        None => Vec::new(),
+    };
+    eprintln!(
+        "{} hosts with TVM's structure (of {n_structured} structured patterns, {MAX_HOSTS} sampled) run cleanly \
+         with a pattern spliced in, checked in {:.1} s",
+        hosts.len(),
+        t1.elapsed().as_secs_f64()
+    );
+    Ok(RelaxSynthSource::new(s.seed, cfg, usable).with_hosts(hosts))
 }
+
+/// How many structured patterns a campaign checks as hosts.
+const MAX_HOSTS: usize = 32;
 
 /// (op, dtype) pairs TVM refuses, measured into docs/tvm-unsupported.tsv (`*`: the whole op).
 fn tvm_avoid() -> Vec<(String, Option<crate::graph::DType>)> {

@@ -28,8 +28,20 @@ pub fn run(cmd: PatternsCmd) -> anyhow::Result<()> {
                 for (g, n) in &s.per_granularity {
                     println!("  {g:<10} {n}");
                 }
-                for (p, n) in &s.per_pass {
-                    println!("  {n:>5}  {p}");
+                if s.tvm_passes.is_empty() {
+                    for (p, n) in &s.per_pass {
+                        println!("  {n:>5}  {p}");
+                    }
+                }
+                for c in &s.tvm_passes {
+                    let what = if c.exercised { "exercised" } else { "NOT exercised" };
+                    println!(
+                        "  {:>5}  {:<34} {:?}, {what}: {} targets ({} with recorded arguments)",
+                        c.patterns, c.pass, c.role, c.targets, c.with_args
+                    );
+                    for (why, n) in &c.not_targets {
+                        println!("           {n} not targets: {why}");
+                    }
                 }
             }
             for u in &s.unreadable {

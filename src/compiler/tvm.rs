@@ -9,10 +9,17 @@
 /// The Relax runner's Python modules, (module name, source), in dependency order: each imports only modules
 /// before it. The last is the entry module (`run`, `version`, `optional_passes`).
 pub const RUNNER_SOURCES: &[(&str, &str)] = &[
+    // the pipeline and the placement of inserted passes, as data (python/oatest_tvm_pipeline.json)
+    (
+        "oatest_tvm_pipeline",
+        concat!("DATA = r\"\"\"", include_str!("../../python/oatest_tvm_pipeline.json"), "\"\"\"\n"),
+    ),
     // Relax-level synthesis: a recipe's seed and pattern spliced into one module
     ("oatest_tvm_synth", include_str!("../../python/oatest_tvm_synth.py")),
     // the campaign's pattern check (shrink, splice, the pattern's module as JSON)
     ("oatest_tvm_check", include_str!("../../python/oatest_tvm_check.py")),
+    // passes as data: recorded arguments rebuilt, placement of a pass outside the pipeline
+    ("oatest_tvm_passes", include_str!("../../python/oatest_tvm_passes.py")),
     // the pipeline, builds and `run`
     ("oatest_tvm", include_str!("../../python/oatest_tvm.py")),
 ];
@@ -54,6 +61,61 @@ fn python_str(s: &str) -> String {
         format!("r'''{s}'''")
     } else {
         serde_json::to_string(s).expect("a string serializes")
+    }
+}
+
+/// The runner's pipeline as data (`python/oatest_tvm_pipeline.json`, which the runner itself reads): its passes
+/// with the lowest level that runs each, and where a pass outside it is inserted for a test carrying one of its
+/// patterns.
+pub const PIPELINE_JSON: &str = include_str!("../../python/oatest_tvm_pipeline.json");
+
+/// What a Relax pass is to oatest's TVM pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PassRole {
+    /// In the pipeline, run by every configuration (the reference's too).
+    Required,
+    /// In the pipeline, from some level on; a configuration may leave it out.
+    Optional,
+    /// Outside the pipeline: inserted at its placement for tests carrying one of its patterns.
+    Inserted,
+    /// Neither in the pipeline nor placed: nothing runs it.
+    Outside,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct PlacementGroup {
+    passes: std::collections::BTreeMap<String, (String, String)>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct PipelineData {
+    pipeline: Vec<(String, String)>,
+    placement: Vec<PlacementGroup>,
+}
+
+/// The pipeline data, parsed.
+pub struct Pipeline {
+    /// (pass, lowest level or `required`), in pipeline order.
+    pub passes: Vec<(String, String)>,
+    /// pass -> (`before` | `after`, anchor pass).
+    pub placement: std::collections::BTreeMap<String, (String, String)>,
+}
+
+impl Pipeline {
+    pub fn embedded() -> Pipeline {
+        let d: PipelineData = serde_json::from_str(PIPELINE_JSON).expect("python/oatest_tvm_pipeline.json parses");
+        let placement = d.placement.into_iter().flat_map(|g| g.passes).collect();
+        Pipeline { passes: d.pipeline, placement }
+    }
+
+    pub fn role(&self, pass: &str) -> PassRole {
+        match self.passes.iter().find(|(p, _)| p == pass) {
+            Some((_, level)) if level == "required" => PassRole::Required,
+            Some(_) => PassRole::Optional,
+            None if self.placement.contains_key(pass) => PassRole::Inserted,
+            None => PassRole::Outside,
+        }
     }
 }
 
@@ -181,6 +243,20 @@ mod tests {
             .collect();
         assert!(at.windows(2).all(|w| w[0] < w[1]), "dependency order: {at:?}");
         assert!(super::RUNNER_SOURCES.iter().all(|(_, source)| bundle.contains(source)), "sources kept verbatim");
+    }
+
+    #[test]
+    fn every_placement_is_anchored_in_the_pipeline() {
+        let p = super::Pipeline::embedded();
+        assert!(p.passes.len() > 20 && p.placement.len() > 20);
+        for (pass, (pos, anchor)) in &p.placement {
+            assert!(pos == "before" || pos == "after", "{pass}: {pos}");
+            assert!(p.passes.iter().any(|(a, _)| a == anchor), "{pass}: anchor {anchor} is not a pipeline pass");
+            assert_eq!(p.role(pass), super::PassRole::Inserted, "{pass} is both placed and in the pipeline");
+        }
+        assert_eq!(p.role("LegalizeOps"), super::PassRole::Required);
+        assert_eq!(p.role("FuseOps"), super::PassRole::Optional);
+        assert_eq!(p.role("NoSuchPass"), super::PassRole::Outside);
     }
 
     #[test]

@@ -217,11 +217,15 @@ pub struct LibraryStats {
     pub per_compiler: BTreeMap<String, usize>,
     /// Files that could not be read as patterns (path: reason).
     pub unreadable: Vec<String>,
+    /// TVM Relax patterns: every pass, whether campaigns exercise it and why not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tvm_passes: Vec<relax::PassCoverage>,
 }
 
 /// Reads every `*.onnx` below `dir` as a pattern, and every `*.json` that is a TVM Relax pattern.
 pub fn library_stats(dir: &Path) -> anyhow::Result<LibraryStats> {
     let mut s = LibraryStats::default();
+    let mut relax_patterns = Vec::new();
     for f in crate::util::files_with_ext(dir, "json")? {
         match relax::RelaxPattern::load(&f) {
             Ok(Some(p)) => {
@@ -229,6 +233,7 @@ pub fn library_stats(dir: &Path) -> anyhow::Result<LibraryStats> {
                 *s.per_pass.entry(p.pass.clone()).or_default() += 1;
                 *s.per_granularity.entry(p.granularity.clone()).or_default() += 1;
                 *s.per_compiler.entry("tvm".into()).or_default() += 1;
+                relax_patterns.push(p);
             }
             Ok(None) => {}
             Err(e) => s.unreadable.push(format!("{e:#}")),
@@ -246,6 +251,7 @@ pub fn library_stats(dir: &Path) -> anyhow::Result<LibraryStats> {
         }
     }
     s.passes_covered = s.per_pass.len();
+    s.tvm_passes = relax::coverage(&relax_patterns, &crate::compiler::tvm::Pipeline::embedded());
     Ok(s)
 }
 

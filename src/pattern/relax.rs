@@ -23,6 +23,12 @@ pub struct RelaxPattern {
     pub fires_with_default_args: bool,
     #[serde(default)]
     pub pass_repr: Option<String>,
+    /// The test's own pass call's arguments (`python/oatest_tvm_passes.py`'s encoding), verified to fire when
+    /// the pass is rebuilt from them; absent when they could not be recorded (`pass_args_note` says why).
+    #[serde(default)]
+    pub pass_args: Option<serde_json::Value>,
+    #[serde(default)]
+    pub pass_args_note: Option<String>,
     pub functions: Vec<String>,
     pub provenance: RelaxProvenance,
     pub tvm_version: String,
@@ -53,6 +59,31 @@ impl RelaxPattern {
     }
 }
 
+impl RelaxPattern {
+    /// Whether a campaign can make tests from this pattern with oatest's pipeline, and why not: a pattern of
+    /// an optional pipeline pass must fire with the pass's default arguments (the pipeline's); a pattern of a
+    /// pass outside the pipeline runs through that pass at its placement, built with the test's own arguments
+    /// when they were recorded, else with its defaults.
+    pub fn target(&self, pipeline: &crate::compiler::tvm::Pipeline) -> Result<(), String> {
+        use crate::compiler::tvm::PassRole;
+        match pipeline.role(&self.pass) {
+            PassRole::Optional if self.fires_with_default_args => Ok(()),
+            PassRole::Optional => Err("fires only with the test's own arguments; the pipeline runs the pass with its \
+                                       defaults"
+                .into()),
+            PassRole::Required => Err("a required pass: every configuration runs it (the reference's too), so a test \
+                                       cannot target it"
+                .into()),
+            PassRole::Inserted if self.pass_args.is_some() || self.fires_with_default_args => Ok(()),
+            PassRole::Inserted => Err(format!(
+                "fires only with the test's own arguments, which were not recorded: {}",
+                self.pass_args_note.as_deref().unwrap_or("no reason recorded")
+            )),
+            PassRole::Outside => Err("not in the pipeline and without a placement".into()),
+        }
+    }
+}
+
 /// Every Relax pattern below `dir`.
 pub fn load_relax_library(dir: &Path) -> anyhow::Result<(Vec<RelaxPattern>, Vec<String>)> {
     let (mut ok, mut bad) = (Vec::new(), Vec::new());
@@ -64,4 +95,48 @@ pub fn load_relax_library(dir: &Path) -> anyhow::Result<(Vec<RelaxPattern>, Vec<
         }
     }
     Ok((ok, bad))
+}
+
+/// What campaigns do with one pass of a Relax library (`oatest patterns stats`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PassCoverage {
+    pub pass: String,
+    pub role: crate::compiler::tvm::PassRole,
+    pub patterns: usize,
+    /// Patterns a campaign can target (before its pattern check, which runs them spliced into a probe seed).
+    pub targets: usize,
+    /// With arguments recorded from the test's own pass call.
+    pub with_args: usize,
+    /// Some campaign configuration runs the pass on tests: a target pattern, or a required pass.
+    pub exercised: bool,
+    /// Why patterns are not targets, with how many each reason leaves out.
+    pub not_targets: std::collections::BTreeMap<String, usize>,
+}
+
+/// Every pass of `patterns`, in name order.
+pub fn coverage(patterns: &[RelaxPattern], pipeline: &crate::compiler::tvm::Pipeline) -> Vec<PassCoverage> {
+    let mut by: std::collections::BTreeMap<&str, PassCoverage> = Default::default();
+    for p in patterns {
+        let c = by.entry(&p.pass).or_insert_with(|| PassCoverage {
+            pass: p.pass.clone(),
+            role: pipeline.role(&p.pass),
+            patterns: 0,
+            targets: 0,
+            with_args: 0,
+            exercised: false,
+            not_targets: Default::default(),
+        });
+        c.patterns += 1;
+        c.with_args += p.pass_args.is_some() as usize;
+        match p.target(pipeline) {
+            Ok(()) => c.targets += 1,
+            Err(why) => *c.not_targets.entry(why).or_default() += 1,
+        }
+    }
+    by.into_values()
+        .map(|mut c| {
+            c.exercised = c.targets > 0 || c.role == crate::compiler::tvm::PassRole::Required;
+            c
+        })
+        .collect()
 }

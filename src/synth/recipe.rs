@@ -29,6 +29,9 @@ pub struct Recipe {
     /// The Relax pattern's TVMScript.
     pub pattern: String,
     pub pass: String,
+    /// The pass's recorded arguments (used when the runner inserts the pass: it is outside its pipeline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_args: Option<serde_json::Value>,
     pub provenance: RelaxProvenance,
     pub rng: u32,
     #[serde(default)]
@@ -40,6 +43,10 @@ pub struct Recipe {
     pub pattern_shrunk: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub strict: bool,
+    /// A module with TVM's own structure (another pattern's script) the pattern is spliced into, called from
+    /// the seed's main (`python/oatest_tvm_synth.py`'s `_synthesize_hosted`); none: spliced into main itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 impl Recipe {
@@ -49,13 +56,20 @@ impl Recipe {
             seed_onnx: crate::util::to_hex(seed_onnx),
             pattern: pattern.script.clone(),
             pass: pattern.pass.clone(),
+            pass_args: pattern.pass_args.clone(),
             provenance: pattern.provenance.clone(),
             rng,
             check_only: usage == RecipeUse::Check,
             pattern_ir: pattern.ir_json.clone().filter(|_| usage != RecipeUse::Check),
             pattern_shrunk: pattern.shrunk,
             strict: usage == RecipeUse::Strict,
+            host: None,
         }
+    }
+
+    /// The same recipe with its pattern spliced into `host` (a module's TVMScript).
+    pub fn hosted(self, host: &str) -> Recipe {
+        Recipe { host: Some(host.to_string()), ..self }
     }
 
     /// The recipe in `bytes`; `None` when they are not one (an ONNX model, say).

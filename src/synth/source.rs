@@ -174,23 +174,62 @@ impl TestSource for SynthSource {
 /// Relax-level synthesis for TVM: each test is a recipe (a generated seed graph, a Relax pattern, a random
 /// seed) that the TVM worker turns into a module with `python/oatest_tvm_synth.py`'s `synthesize`: the seed
 /// imported with from_onnx, the pattern's functions merged in and called from the seed's dataflow block through
-/// bridges. The recipe is what the test's `model` bytes hold (JSON); its inputs are the seed graph's.
+/// bridges. The recipe is what the test's `model` bytes hold (JSON); its inputs are the seed graph's. A test
+/// draws a pass first, then one of its patterns (LegalizeOps-sized pattern sets would otherwise crowd out the
+/// passes with a few patterns).
 pub struct RelaxSynthSource {
     pub seed: u64,
     pub cfg: SeedConfig,
-    pub patterns: Vec<crate::pattern::relax::RelaxPattern>,
+    /// The patterns grouped by pass (in pass-name order).
+    by_pass: Vec<Vec<crate::pattern::relax::RelaxPattern>>,
+    /// Modules with TVM's own structure (several functions, R.If, call_tir, ...) half of the tests splice their
+    /// pattern into (see [`RelaxSynthSource::with_hosts`]).
+    hosts: Vec<crate::pattern::relax::RelaxPattern>,
+}
+
+/// Whether `host` may take `p`: none of their function names clash (the pattern's entry is renamed, but which
+/// one it is the runner decides, so every name but `main` counts).
+fn hostable(host: &crate::pattern::relax::RelaxPattern, p: &crate::pattern::relax::RelaxPattern) -> bool {
+    !std::ptr::eq(host, p)
+        && host.script != p.script
+        && !p.functions.iter().any(|f| f != "main" && host.functions.contains(f))
+}
+
+impl RelaxSynthSource {
+    pub fn new(seed: u64, cfg: SeedConfig, patterns: Vec<crate::pattern::relax::RelaxPattern>) -> RelaxSynthSource {
+        let mut groups: std::collections::BTreeMap<String, Vec<_>> = Default::default();
+        for p in patterns {
+            groups.entry(p.pass.clone()).or_default().push(p);
+        }
+        RelaxSynthSource { seed, cfg, by_pass: groups.into_values().collect(), hosts: Vec::new() }
+    }
+
+    /// Hosts for half of the tests: modules from TVM's tests that run cleanly at the reference as hosts.
+    pub fn with_hosts(mut self, hosts: Vec<crate::pattern::relax::RelaxPattern>) -> RelaxSynthSource {
+        self.hosts = hosts;
+        self
+    }
 }
 
 impl TestSource for RelaxSynthSource {
     fn make(&self, id: u64) -> anyhow::Result<Test> {
         use rand::Rng as _;
-        anyhow::ensure!(!self.patterns.is_empty(), "no Relax patterns to synthesize from");
+        anyhow::ensure!(!self.by_pass.is_empty(), "no Relax patterns to synthesize from");
         let mut rng = crate::seedgen::rng_for(self.seed ^ 0x7e1a_5eed, id);
         let m = generate(self.seed, id, &self.cfg);
         let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))?;
-        let p = &self.patterns[rng.random_range(0..self.patterns.len())];
-        let model = Recipe::new(&onnx::encode_model(&m), p, rng.random(), RecipeUse::Test).to_bytes();
-        let origin = format!("synth:{}:{}", p.pass, p.provenance.test.as_deref().unwrap_or("?"));
+        let group = &self.by_pass[rng.random_range(0..self.by_pass.len())];
+        let p = &group[rng.random_range(0..group.len())];
+        let mut recipe = Recipe::new(&onnx::encode_model(&m), p, rng.random(), RecipeUse::Test);
+        let mut origin = format!("synth:{}:{}", p.pass, p.provenance.test.as_deref().unwrap_or("?"));
+        if !self.hosts.is_empty() && rng.random_bool(0.5) {
+            let host = &self.hosts[rng.random_range(0..self.hosts.len())];
+            if hostable(host, p) {
+                recipe = recipe.hosted(&host.script);
+                origin += &format!(" in host {}", host.provenance.test.as_deref().unwrap_or("?"));
+            }
+        }
+        let model = recipe.to_bytes();
         Ok(Test { id, model, inputs, origin, target_pass: Some(p.pass.clone()) })
     }
 }

@@ -202,6 +202,34 @@ pub fn check_library(
     Ok((out, from_cache))
 }
 
+/// Whether a pattern's module has structure a generated seed's import lacks: several functions, R.If, call_tir.
+pub fn structured(p: &RelaxPattern) -> bool {
+    p.functions.len() >= 2 || p.script.contains("\n        if ") || p.script.contains("R.call_tir(")
+}
+
+/// The hosts among `candidates` (modules a pattern is spliced into, see `Recipe::hosted`): with `guest` spliced
+/// into one of their functions, the probe runs cleanly at the reference with TIR's argument assertions on, and
+/// twice the same without them.
+pub fn check_hosts(
+    pool: &crate::compiler::worker::Pool,
+    candidates: Vec<RelaxPattern>,
+    guest: &RelaxPattern,
+    probe: &crate::graph::Model,
+) -> anyhow::Result<Vec<RelaxPattern>> {
+    use crate::compiler::{Config, Level, Status};
+    let probe_bytes = crate::graph::onnx::encode_model(probe);
+    let inputs = crate::compiler::inputs::generate(&probe.graph, 0)?;
+    let reference = Config::level(Level::Disable);
+    let ok = pool.map(candidates, |w, host| {
+        let recipe = |u| Recipe::new(&probe_bytes, guest, 0, u).hosted(&host.script).to_bytes();
+        let r = w.run(&recipe(RecipeUse::Strict), &inputs, &reference);
+        let test = recipe(RecipeUse::Test);
+        let clean = r.status == Status::Ok && (0..2).all(|_| same_outputs(&r, &w.run(&test, &inputs, &reference)));
+        clean.then_some(host)
+    });
+    Ok(ok.into_iter().flatten().collect())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -1,0 +1,143 @@
+"""Relax passes as data, for oatest's `tvm` target: a pass call recorded with its arguments (`encode_args`, used
+by the extraction plugin oatest_tvm_capture.py on the test's own call) and rebuilt from them (`make_pass`, used
+by the runner oatest_tvm.py); and PLACEMENT, where a pass outside oatest's pipeline is inserted into it for a
+test whose pattern came from that pass, and the pipeline itself (both data: python/oatest_tvm_pipeline.json).
+
+Arguments are JSON: None, bools, numbers and strings as themselves; {"list": [...]}, {"dict": [[k, v], ...]},
+{"ndarray": {"dtype", "shape", "hex"}} (tensors), {"tvm": <TVM JSON>} (TVM objects such as dataflow patterns,
+PrimFuncs, index maps), {"fusion_pattern": {...}} (FuseOpsByPattern's patterns; a Python check function is not
+expressible and is left out, which the record says with "check_dropped"). A Python callable anywhere else
+(ConvertLayout's layout_cb, UpdateParamType's ty_func, ...) cannot be recorded: `encode_args` raises
+Unexpressible, and the pattern says why it keeps no arguments.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+
+import numpy as np
+import tvm
+from tvm import relax
+
+
+def _pipeline_data() -> dict:
+    """python/oatest_tvm_pipeline.json: compiled into the binary as the module oatest_tvm_pipeline (the worker,
+    repro.py), else read beside this file (Python tests, the extraction plugin)."""
+    try:
+        from oatest_tvm_pipeline import DATA
+    except ImportError:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "oatest_tvm_pipeline.json")) as f:
+            DATA = f.read()
+    return json.loads(DATA)
+
+
+PIPELINE_DATA = _pipeline_data()
+LEVELS: list = PIPELINE_DATA["levels"]
+# (pass name, lowest level that runs it; "required" = always), in pipeline order
+PIPELINE: list = [tuple(x) for x in PIPELINE_DATA["pipeline"]]
+# Where a pass outside the pipeline runs, for tests carrying one of its patterns: name -> (position, anchor),
+# the anchor a pass of PIPELINE (the data file gives each group of passes its reason)
+PLACEMENT: dict = {n: tuple(v) for g in PIPELINE_DATA["placement"] for n, v in g["passes"].items()}
+# Arguments oatest sets whatever the test's call said, per pass (the data file says why for each)
+OVERRIDES: dict = {o["pass"]: o["args"] for o in PIPELINE_DATA.get("overrides", [])}
+
+
+class Unexpressible(ValueError):
+    """A pass argument oatest cannot record (a Python function, or an object TVM cannot serialize)."""
+
+
+MAX_TENSOR_BYTES = 1 << 16
+
+
+def constructor(name: str):
+    """The Python constructor of a Relax pass, by its PassInfo name."""
+    if name in ("DispatchSampling", "DispatchSortScan"):
+        return getattr(relax.backend, name)
+    return getattr(relax.transform, name)
+
+
+def _encode(v):
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (np.generic,)):
+        return v.item()
+    if isinstance(v, (list, tuple)) or type(v).__name__ == "Array":
+        return {"list": [_encode(x) for x in v]}
+    if isinstance(v, dict) or type(v).__name__ == "Map":
+        return {"dict": [[_encode(k), _encode(x)] for k, x in v.items()]}
+    if isinstance(v, np.ndarray) or type(v).__name__ == "Tensor" and hasattr(v, "numpy"):
+        a = np.ascontiguousarray(v if isinstance(v, np.ndarray) else v.numpy())
+        if a.nbytes > MAX_TENSOR_BYTES:
+            raise Unexpressible(f"a tensor of {a.nbytes} bytes")
+        return {"ndarray": {"dtype": str(a.dtype), "shape": list(a.shape), "hex": a.tobytes().hex()}}
+    if isinstance(v, relax.transform.FusionPattern):
+        fields = {
+            "name": v.name,
+            "pattern": tvm.ir.save_json(v.pattern),
+            "annotation_patterns": {k: tvm.ir.save_json(p) for k, p in (v.annotation_patterns or {}).items()},
+        }
+        return {"fusion_pattern": fields, "check_dropped": v.check is not None or v.attrs_getter is not None}
+    if callable(v) and not isinstance(v, tvm.runtime.Object):
+        raise Unexpressible(f"a Python callable ({getattr(v, '__name__', type(v).__name__)})")
+    if isinstance(v, tvm.runtime.Object):
+        try:
+            return {"tvm": tvm.ir.save_json(v)}
+        except Exception as e:  # noqa: BLE001
+            raise Unexpressible(f"a {type(v).__name__} TVM cannot serialize ({e})") from e
+    raise Unexpressible(f"a value of type {type(v).__name__}")
+
+
+def _fusion_tuple(v):
+    """FuseOpsByPattern also takes (name, pattern[, annotations[, check]]) tuples: as FusionPatterns."""
+    if isinstance(v, tuple) and v and isinstance(v[0], str):
+        return relax.transform.FusionPattern(*v)
+    return v
+
+
+def encode_args(name: str, args: tuple, kwargs: dict) -> dict:
+    """The arguments of a call of pass `name`'s constructor, by parameter name, as JSON (defaults left out)."""
+    sig = inspect.signature(constructor(name))
+    bound = sig.bind(*args, **kwargs)
+    out = {}
+    for k, v in bound.arguments.items():
+        if name == "FuseOpsByPattern" and k == "patterns":
+            v = [_fusion_tuple(x) for x in v]
+        out[k] = _encode(v)
+    return out
+
+
+def _decode(v):
+    if not isinstance(v, dict):
+        return v
+    if "list" in v:
+        return [_decode(x) for x in v["list"]]
+    if "dict" in v:
+        return {_decode(k): _decode(x) for k, x in v["dict"]}
+    if "ndarray" in v:
+        a = v["ndarray"]
+        return np.frombuffer(bytes.fromhex(a["hex"]), dtype=a["dtype"]).reshape(a["shape"]).copy()
+    if "tvm" in v:
+        return tvm.ir.load_json(v["tvm"])
+    if "fusion_pattern" in v:
+        f = v["fusion_pattern"]
+        annotations = {k: tvm.ir.load_json(p) for k, p in f["annotation_patterns"].items()}
+        return relax.transform.FusionPattern(f["name"], tvm.ir.load_json(f["pattern"]), annotations)
+    raise ValueError(f"unknown argument encoding: {sorted(v)}")
+
+
+def make_pass(name: str, args: dict | None = None):
+    """Pass `name` built with its recorded arguments (None or {}: its defaults) and oatest's OVERRIDES."""
+    ctor = constructor(name)
+    return ctor(**{k: _decode(v) for k, v in {**(args or {}), **OVERRIDES.get(name, {})}.items()})
+
+
+def insert(pipeline: list, name: str) -> list:
+    """The pipeline (pass names, in order) with `name` at its PLACEMENT (the anchor's place, or the end when
+    the anchor is not in the pipeline)."""
+    where, anchor = PLACEMENT[name]
+    out = list(pipeline)
+    if anchor not in out:
+        return out + [name]
+    i = out.index(anchor) + (where == "after")
+    return out[:i] + [name] + out[i:]
