@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Standalone reproducer of a compiler optimizer bug found by oatest (template: oatest fills in CASE; for TVM
-it prepends its Relax runner's modules, python/oatest_tvm*.py, whose `oatest_tvm` defines `run`).
+it prepends its Relax runner's modules, python/oatest_tvm*.py, whose `oatest_tvm` defines `run`; for
+ort-transformers the runner of onnxruntime.transformers' optimizer, python/oatest_ortx.py with its pass table).
 
 Needs only onnx, numpy and the compiler's Python package (onnxruntime, or apache-tvm). Runs model.onnx on
 input_K.pb (beside this file) once unoptimized (the reference) and once under the configuration that shows the
@@ -54,6 +55,26 @@ def run_tvm(level, disabled):
     return [_to_numpy(t)[1] for t in r["outputs"]]
 
 
+class OptimizerCrash(Exception):
+    """An exception inside onnxruntime.transformers' optimize_model (the runner's `crash`)."""
+
+
+def run_ortx(level, disabled):
+    """Outputs of oatest's ort-transformers runner (defined at the top of this script): optimize_model with the
+    fusions in `disabled` skipped, then the model in onnxruntime."""
+    from oatest_ortx import _from_numpy, _to_numpy, run
+
+    with open(os.path.join(HERE, CASE.get("test_file", "model.onnx")), "rb") as f:
+        model = f.read()
+    wire = [_from_numpy(name, a) for name, a in load_inputs().items()]
+    r = run(model, wire, level, disabled, CASE.get("threads", 1), CASE.get("options", []))
+    if r["status"] == "crash":
+        raise OptimizerCrash(r["message"])
+    if r["status"] != "ok":
+        raise RuntimeError(r["message"])
+    return [_to_numpy(t)[1] for t in r["outputs"]]
+
+
 def run_ort(level, disabled):
     import onnxruntime as ort
 
@@ -75,12 +96,13 @@ def child(level, disabled, out_path):
     """Runs the model once and saves its outputs (or the error message)."""
     import numpy as np
 
+    runner = {"tvm": run_tvm, "ort-transformers": run_ortx}.get(CASE.get("target"), run_ort)
     try:
-        outs = (run_tvm if CASE.get("target") == "tvm" else run_ort)(level, disabled)
+        outs = runner(level, disabled)
     except Exception as e:  # noqa: BLE001 - the message is the finding
         with open(out_path + ".err", "w") as f:
             f.write(str(e))
-        sys.exit(4)
+        sys.exit(5 if isinstance(e, OptimizerCrash) else 4)
     np.savez(out_path, *outs)
     sys.exit(0)
 
@@ -96,9 +118,9 @@ def run_child(level, disabled):
             p = subprocess.run(cmd, timeout=CASE["timeout_s"], capture_output=True, text=True)
         except subprocess.TimeoutExpired:
             return "hang", CASE["timeout_s"]
-        if p.returncode == 4:
+        if p.returncode in (4, 5):
             with open(out + ".err") as f:
-                return "error", f.read()
+                return "error" if p.returncode == 4 else "crash", f.read()
         if p.returncode != 0:
             tail = (p.stderr or "").strip().splitlines()[-3:]
             how = f"signal {-p.returncode}" if p.returncode < 0 else f"exit status {p.returncode}"

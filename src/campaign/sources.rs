@@ -150,8 +150,46 @@ pub fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
         }
         _ => Box::new(SeedgenSource { seed: s.seed, cfg }),
     };
-    Ok(match &s.seeds_dir {
+    let all: Box<dyn TestSource> = match &s.seeds_dir {
         Some(dir) => Box::new(Mix(vec![gen, Box::new(DirSource::new(dir, s.seed)?)])),
         None => gen,
+    };
+    Ok(if s.target.is(TargetKind::OrtTransformers) {
+        Box::new(ModelTypes { inner: all, types: crate::compiler::ortx::model_types() })
+    } else {
+        all
     })
+}
+
+/// The ort-transformers target's tests: each model says which model type the optimizer treats it as
+/// (metadata `oatest.model_type`), rotating through the pass table's types by test id, so a finding and its
+/// minimized model keep the type they were found with.
+struct ModelTypes {
+    inner: Box<dyn TestSource>,
+    types: Vec<String>,
+}
+
+impl TestSource for ModelTypes {
+    fn make(&self, id: u64) -> anyhow::Result<crate::synth::source::Test> {
+        let mut t = self.inner.make(id)?;
+        if !t.is_recipe() && !self.types.is_empty() {
+            t.model = stamp_model_type(&t.model, &self.types[(id % self.types.len() as u64) as usize])
+                .map_err(|e| anyhow::anyhow!("test {id} ({}): {e}", t.origin))?;
+        }
+        Ok(t)
+    }
+    fn feedback(&self, test: &crate::synth::source::Test, clean: bool) {
+        self.inner.feedback(test, clean)
+    }
+}
+
+/// `model` (ONNX bytes) with its metadata `oatest.model_type` set to `model_type` (replacing any).
+pub fn stamp_model_type(model: &[u8], model_type: &str) -> anyhow::Result<Vec<u8>> {
+    use crate::graph::onnx::pb;
+    use prost::Message;
+    let mut m = pb::ModelProto::decode(model)?;
+    m.metadata_props.retain(|p| p.key() != "oatest.model_type");
+    m.metadata_props
+        .push(pb::StringStringEntryProto { key: Some("oatest.model_type".into()), value: Some(model_type.into()) });
+    Ok(m.encode_to_vec())
 }

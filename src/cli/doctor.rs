@@ -39,5 +39,19 @@ pub fn run(a: DoctorArgs) -> anyhow::Result<()> {
     }
     #[cfg(not(feature = "tvm"))]
     println!("tvm:   not built (cargo feature `tvm`)");
+    // the Python transformer optimizer, likewise imported in a worker process
+    #[cfg(feature = "python")]
+    match crate::compiler::worker::WorkerSpec::new(crate::compiler::TargetKind::OrtTransformers)
+        .and_then(crate::compiler::worker::Worker::start)
+    {
+        Ok(w) => println!(
+            "ort-transformers: onnxruntime.transformers {} (embedded Python; {} passes)",
+            w.info.version,
+            w.info.optional_passes.len()
+        ),
+        Err(e) => println!("ort-transformers: not available: {e:#}"),
+    }
+    #[cfg(not(feature = "python"))]
+    println!("ort-transformers: not built (cargo feature `python`)");
     Ok(())
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 #[derive(Args, Debug)]
 pub struct FuzzArgs {
-    /// ort or tract.
+    /// ort, tract, tvm or ort-transformers (fuzz also takes two, e.g. ort,tract).
     #[arg(long, default_value = "ort")]
     pub target: String,
     #[arg(long, conflicts_with_all = ["minutes", "tests"])]

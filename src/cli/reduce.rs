@@ -15,7 +15,7 @@ use std::path::PathBuf;
 pub struct ReduceArgs {
     /// The model showing a bug.
     pub model: PathBuf,
-    /// ort or tract.
+    /// ort, tract, tvm or ort-transformers.
     #[arg(long, default_value = "ort")]
     pub target: String,
     /// Inputs: a directory of input_K.pb files (default: generated from --seed).

@@ -17,7 +17,7 @@ pub struct RunArgs {
     /// List the named configurations (`LEVEL+NAME`: ORT session entries for opt-in and kill switches) and exit.
     #[arg(long)]
     pub list_configs: bool,
-    /// ort or tract.
+    /// ort, tract, tvm or ort-transformers.
     #[arg(long, default_value = "tract")]
     pub target: String,
     /// A configuration `LEVEL[@THREADS][+NAME...][:-Pass;key=value]`; repeatable. Default: the target's

@@ -8,6 +8,9 @@ pub mod named;
 pub mod onnxref;
 #[cfg(feature = "ort")]
 pub mod ort;
+/// ONNX Runtime's Python transformer optimizer (with the `python` feature) and, whatever the features, its
+/// runner's sources.
+pub mod ortx;
 #[cfg(feature = "python")]
 mod python;
 pub mod rules;
@@ -287,6 +290,9 @@ pub enum TargetKind {
     Fault,
     /// The semantic reference (onnx.reference): no optimizer, the ONNX specification's meaning of a model.
     OnnxRef,
+    /// ONNX Runtime's Python graph optimizer (`onnxruntime.transformers.optimize_model`) through the embedded
+    /// interpreter, its output run in ONNX Runtime's Python package.
+    OrtTransformers,
 }
 
 impl TargetKind {
@@ -297,7 +303,8 @@ impl TargetKind {
             "tvm" => TargetKind::Tvm,
             "fault" => TargetKind::Fault,
             "onnxref" | "onnx-reference" => TargetKind::OnnxRef,
-            other => anyhow::bail!("unknown target '{other}' (ort, tract, tvm, onnxref)"),
+            "ort-transformers" | "ortx" => TargetKind::OrtTransformers,
+            other => anyhow::bail!("unknown target '{other}' (ort, tract, tvm, ort-transformers, onnxref)"),
         })
     }
 
@@ -308,6 +315,7 @@ impl TargetKind {
             TargetKind::Tvm => "tvm",
             TargetKind::Fault => "fault",
             TargetKind::OnnxRef => "onnxref",
+            TargetKind::OrtTransformers => ortx::NAME,
         }
     }
 }
@@ -383,6 +391,10 @@ pub fn open(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Res
         TargetKind::OnnxRef => Ok(Box::new(onnxref::OnnxRefTarget::new()?)),
         #[cfg(not(feature = "python"))]
         TargetKind::OnnxRef => anyhow::bail!("this oatest was built without the `python` feature"),
+        #[cfg(feature = "python")]
+        TargetKind::OrtTransformers => Ok(Box::new(ortx::OrtxTarget::new()?)),
+        #[cfg(not(feature = "python"))]
+        TargetKind::OrtTransformers => anyhow::bail!("this oatest was built without the `python` feature"),
     }
 }
 

@@ -35,9 +35,15 @@ pub fn runner_fingerprint() -> String {
 /// from the `oatest_tvm` module): each module's source executed as that module and registered in `sys.modules`
 /// before the next, as the worker loads them. Needs only onnx, numpy and apache-tvm, no oatest files.
 pub fn runner_bundle() -> String {
-    let names: Vec<String> = RUNNER_SOURCES.iter().map(|(name, _)| format!("python/{name}.py")).collect();
+    bundle(RUNNER_SOURCES, "oatest's Relax runner")
+}
+
+/// `sources` ((module name, source), in dependency order) as one self-contained Python text that defines each
+/// as its module (what [`runner_bundle`] does for the Relax runner; the ort-transformers runner too).
+pub fn bundle(sources: &[(&str, &str)], what: &str) -> String {
+    let names: Vec<String> = sources.iter().map(|(name, _)| format!("python/{name}.py")).collect();
     let mut s = format!(
-        "# --- oatest's Relax runner ({}) ---\n\
+        "# --- {what} ({}) ---\n\
          # each source runs as its module, registered in sys.modules before the next (they import each other)\n\
          import sys as _oatest_sys\n\
          import types as _oatest_types\n\n\n\
@@ -48,7 +54,7 @@ pub fn runner_bundle() -> String {
              exec(compile(source, module.__file__, \"exec\", dont_inherit=True), module.__dict__)\n\n\n",
         names.join(", ")
     );
-    for (name, source) in RUNNER_SOURCES {
+    for (name, source) in sources {
         s += &format!("# --- python/{name}.py ---\n_oatest_module(\"{name}\", {})\n\n", python_str(source));
     }
     s

@@ -18,7 +18,9 @@ pub struct Levels {
 /// The levels a target's reports show: ORT's four (and TVM's pipeline levels), else the target's defaults.
 fn levels_of(target: &str, defaults: &[Config]) -> Vec<Config> {
     match target {
-        "ort" | "tvm" => [Level::Disable, Level::Basic, Level::Extended, Level::All].map(Config::level).to_vec(),
+        "ort" | "tvm" | "ort-transformers" => {
+            [Level::Disable, Level::Basic, Level::Extended, Level::All].map(Config::level).to_vec()
+        }
         _ => defaults.to_vec(),
     }
 }
@@ -55,6 +57,17 @@ pub fn ort_level(level: Level) -> &'static str {
         Level::Extended => "ORT_ENABLE_EXTENDED",
         Level::Layout => "ORT_ENABLE_LAYOUT",
         Level::All => "ORT_ENABLE_ALL",
+    }
+}
+
+/// What a level of the ort-transformers target runs.
+fn ortx_level(level: Level) -> &'static str {
+    match level {
+        Level::Disable => "the original model, ORT_DISABLE_ALL",
+        Level::Basic => "optimize_model, then ORT_DISABLE_ALL",
+        Level::Extended => "optimize_model, then ORT_ENABLE_EXTENDED",
+        Level::Layout => "optimize_model, then ORT_ENABLE_LAYOUT",
+        Level::All => "optimize_model, then ORT_ENABLE_ALL",
     }
 }
 
@@ -100,6 +113,7 @@ pub fn table(target: &str, levels: &Levels, without: Option<&Outcome>, m: &Minim
                 false => format!("`{plain}` ({}) with `{}` disabled", how.join(", "), c.disabled.join(";")),
             }
         }
+        "ort-transformers" => format!("`{c}` ({})", ortx_level(c.level)),
         _ if c.disabled.is_empty() => format!("`{}`", c.level.name()),
         _ => format!("`{}` with `{}` disabled", c.level.name(), c.disabled.join(";")),
     };

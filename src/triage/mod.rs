@@ -16,6 +16,7 @@ pub mod report;
 mod reproduce;
 pub mod session;
 mod templates;
+mod templates_ortx;
 mod tracker;
 pub mod upstream;
 

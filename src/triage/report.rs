@@ -108,7 +108,7 @@ pub fn write(
         inputs::write(dir, "output", &r.outputs)?;
     }
     write_atomic(&dir.join("report.md"), super::tracker::markdown(f, t, m, &levels, tolerance).as_bytes())?;
-    if f.target == "ort" || f.target == "tvm" {
+    if ["ort", "tvm", crate::compiler::ortx::NAME].contains(&f.target.as_str()) {
         write_atomic(&dir.join("repro.py"), repro_py(f, t, m, tolerance)?.as_bytes())?;
     }
     let rec = BugRecord {
@@ -197,6 +197,7 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -
         "entries": config.options,
         "culprits": t.culprits,
         "threads": config.threads,
+        "options": config.options,
         "tolerance": tolerance.for_config(&config).table(),
         "quantized": quantized,
         "dequantized": dequantized,
@@ -209,10 +210,14 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -
     let text = serde_json::to_string_pretty(&case)?;
     anyhow::ensure!(!text.contains("\"\"\""), "bug parameters cannot be embedded in a Python string");
     let script = super::export::with_compare(&TEMPLATE.replacen("__OATEST_CASE__", &text, 1));
-    if f.target == "tvm" {
+    if f.target == "tvm" || f.target == crate::compiler::ortx::NAME {
         // the runner's modules first (the reproducer imports `run` from them), then the reproducer
         let body = script.strip_prefix("#!/usr/bin/env python3\n").unwrap_or(&script);
-        let runner = crate::compiler::tvm::runner_bundle();
+        let runner = if f.target == "tvm" {
+            crate::compiler::tvm::runner_bundle()
+        } else {
+            crate::compiler::ortx::runner_bundle()
+        };
         return Ok(format!("#!/usr/bin/env python3\n{runner}\n# --- the reproducer ---\n{body}"));
     }
     Ok(script)

@@ -87,7 +87,7 @@ fn ort_snippet(config: &Config, m: &Minimized, levels: &Levels) -> String {
 }
 
 /// What the optimized run does, as the rest of a sentence that starts with the compiler's name.
-fn doing(f: &Finding, t: &Triaged) -> &'static str {
+pub(super) fn doing(f: &Finding, t: &Triaged) -> &'static str {
     match (f.symptom, t.class) {
         (Symptom::Inconsistency, Class::Reference) => {
             "computes results that agree with ONNX semantics, while the unoptimized run's do not"
@@ -109,7 +109,7 @@ fn doing(f: &Finding, t: &Triaged) -> &'static str {
 }
 
 /// Who is responsible, as a sentence.
-fn responsible(t: &Triaged, pass_kind: &str) -> String {
+pub(super) fn responsible(t: &Triaged, pass_kind: &str) -> String {
     if t.culprits.is_empty() {
         let why = t.dd_note.clone().unwrap_or_else(|| "no set of the passes that ran explains it".into());
         return format!("No {pass_kind} could be singled out: {why}.");
@@ -126,7 +126,7 @@ fn responsible(t: &Triaged, pass_kind: &str) -> String {
 }
 
 /// The results per level with the semantic reference's verdict and expected vs actual.
-fn results(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolerance: Tolerance) -> String {
+pub(super) fn results(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolerance: Tolerance) -> String {
     let mut s = String::from(
         "Results of the minimized model at each optimization level (measured when this report was written, on the \
          inputs `input_*.pb`):\n\n",
@@ -144,7 +144,6 @@ fn results(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolerance: 
 /// ONNX Runtime's bug report template.
 pub fn ort(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolerance: Tolerance) -> String {
     let config = Config::parse(&t.config).unwrap_or_else(|_| f.config.clone());
-    let p = Platform::here();
     let mut s = String::from("### Describe the issue\n\n");
     let setting = match config.disabled.as_slice() {
         [] => format!("`graph_optimization_level = {}`", ort_level(config.level)),
@@ -181,14 +180,19 @@ pub fn ort(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolerance: 
         f.target_version, t.config
     );
     s.push_str(&ort_snippet(&config, m, levels));
-    let _ = write!(
-        s,
+    s.push_str(&ort_environment(f));
+    s
+}
+
+/// The end of ONNX Runtime's template: urgency, platform, version, API, architecture, provider.
+pub(super) fn ort_environment(f: &Finding) -> String {
+    let p = Platform::here();
+    format!(
         "\n### Urgency\n\n\n\n### Platform\n\n{}\n\n### OS Version\n\n{}\n\n### ONNX Runtime Installation\n\nReleased \
          Package\n\n### ONNX Runtime Version or Commit ID\n\n{}\n\n### ONNX Runtime API\n\nPython\n\n### \
          Architecture\n\n{}\n\n### Execution Provider\n\nDefault CPU\n",
         p.platform, p.os, f.target_version, p.arch
-    );
-    s
+    )
 }
 
 /// TVM's bug report template (tract's reports use it too, without the labels).

@@ -57,6 +57,7 @@ pub(super) fn target_title(f: &Finding) -> String {
     match f.target.as_str() {
         "ort" => format!("ONNX Runtime {}", f.target_version),
         "tvm" => format!("TVM {}", f.target_version),
+        "ort-transformers" => format!("onnxruntime.transformers {}", f.target_version),
         other => format!("{other} {}", f.target_version),
     }
 }
@@ -213,6 +214,7 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolera
     s.push_str(&upstream_lines(m));
     let body = match f.target.as_str() {
         "ort" => super::templates::ort(f, t, m, levels, tolerance),
+        crate::compiler::ortx::NAME => super::templates_ortx::ortx(f, t, m, levels, tolerance),
         _ => super::templates::tvm(f, t, m, levels, tolerance),
     };
     s.push_str(&body);
