@@ -9,7 +9,8 @@ src/compiler/ortx.rs), and embedded in every repro.py of the target (it needs on
   fusions differ from the reference;
 - `extended`, `all`: the same optimized model run in ONNX Runtime at that level.
 The model type is the option `model_type`, else the model's metadata `oatest.model_type`, else `bert`; options
-`num_heads` and `hidden_size` go to `optimize_model` (0: detect).
+`num_heads` and `hidden_size` (else metadata `oatest.num_heads`, `oatest.hidden_size`) go to `optimize_model`
+(0: detect).
 
 The passes are the optimizer's Fusion classes and OnnxModel clean-ups, listed with the FusionOptions switch of
 each fusion in data/ort-transformers-passes.json (module `oatest_ortx_passes`, loaded before this one). Every
@@ -239,14 +240,15 @@ def optimize(model: onnx.ModelProto, disabled: list, options: dict) -> onnx.Mode
     """The optimizer's output for `model` (a copy is optimized) as `save_model_to_file` writes it for users
     (sorted, ORT's contrib domain imported), its passes recorded in STATE."""
     model_type = model_type_of(model, options)
+    meta = {p.key: p.value for p in model.metadata_props}
     opt_level = int(options.get("opt_level", "0"))
     opts = fusion_options(model_type, disabled)
     with _torch_placeholder():
         optimizer = _optimizer.optimize_model(
             copy.deepcopy(model),
             model_type=model_type,
-            num_heads=int(options.get("num_heads", "0")),
-            hidden_size=int(options.get("hidden_size", "0")),
+            num_heads=int(options.get("num_heads") or meta.get("oatest.num_heads") or 0),
+            hidden_size=int(options.get("hidden_size") or meta.get("oatest.hidden_size") or 0),
             optimization_options=opts,
             opt_level=opt_level,
             use_gpu=False,

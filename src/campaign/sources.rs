@@ -114,6 +114,14 @@ pub fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
     }
     let gen: Box<dyn TestSource> = match (s.mode, &s.patterns) {
         (Mode::Synth, Some(dir)) if s.target.is(TargetKind::Tvm) => Box::new(relax_source(s, dir, cfg.clone())?),
+        // ort-transformers: the models ORT's optimizer tests optimize (patterns/ort-transformers, whole models
+        // with their model type) with fresh inputs per test, alternating with generated seeds; splicing them
+        // into seeds is not built for this target
+        (Mode::Synth, Some(dir)) if s.target.is(TargetKind::OrtTransformers) => {
+            let models = DirSource::new(dir, s.seed)?;
+            eprintln!("{} pattern models in {}: alternating with generated seeds", models.len(), dir.display());
+            Box::new(Mix(vec![Box::new(SeedgenSource { seed: s.seed, cfg: cfg.clone() }), Box::new(models)]))
+        }
         (Mode::Synth, Some(dir)) => {
             let first = s.target.first().name();
             let (patterns, bad) = crate::pattern::load_library(dir, first)?;
@@ -162,8 +170,8 @@ pub fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
 }
 
 /// The ort-transformers target's tests: each model says which model type the optimizer treats it as
-/// (metadata `oatest.model_type`), rotating through the pass table's types by test id, so a finding and its
-/// minimized model keep the type they were found with.
+/// (metadata `oatest.model_type`): a generated one rotates through the pass table's types by test id, a
+/// pattern model keeps its own; a finding and its minimized model keep the type they were found with.
 struct ModelTypes {
     inner: Box<dyn TestSource>,
     types: Vec<String>,
@@ -183,12 +191,15 @@ impl TestSource for ModelTypes {
     }
 }
 
-/// `model` (ONNX bytes) with its metadata `oatest.model_type` set to `model_type` (replacing any).
+/// `model` (ONNX bytes) with its metadata `oatest.model_type` set to `model_type`, unless it names one already
+/// (a pattern model keeps the type its test optimized it as).
 pub fn stamp_model_type(model: &[u8], model_type: &str) -> anyhow::Result<Vec<u8>> {
     use crate::graph::onnx::pb;
     use prost::Message;
     let mut m = pb::ModelProto::decode(model)?;
-    m.metadata_props.retain(|p| p.key() != "oatest.model_type");
+    if m.metadata_props.iter().any(|p| p.key() == "oatest.model_type") {
+        return Ok(model.to_vec());
+    }
     m.metadata_props
         .push(pb::StringStringEntryProto { key: Some("oatest.model_type".into()), value: Some(model_type.into()) });
     Ok(m.encode_to_vec())

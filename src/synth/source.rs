@@ -62,6 +62,15 @@ impl DirSource {
         anyhow::ensure!(!files.is_empty(), "--seeds {}: no .onnx files", dir.display());
         Ok(DirSource { files, seed })
     }
+
+    /// How many model files it takes in turn.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
 }
 
 impl TestSource for DirSource {
