@@ -175,10 +175,11 @@ pub fn run(
         };
         while let Some(d) = pending.remove(&next_id) {
             let clean = d.judgement.valid && d.judgement.verdicts.is_empty() && !d.outcomes.is_empty();
-            source.feedback(&d.test, clean);
+            source.feedback(&d.test, clean, &fired(&d.outcomes));
             if clean {
                 examples.offer(&d.test, &d.outcomes)?;
             }
+            stats.elapsed_sec = elapsed(); // the time a pass first fired is this test's
             process(&settings, &target_name, &target_version, &mut stats, d, &mut progress, triager.as_ref())?;
             next_id = shard.next(next_id);
         }
@@ -240,6 +241,14 @@ pub fn run(
     progress.finish();
     progress::plots(&settings.out, &stats);
     Ok(Summary { out: settings.out.clone(), stats, interrupted: stop.load(Ordering::Relaxed) })
+}
+
+/// The passes a test fired under any configuration, sorted, each once.
+fn fired(outcomes: &[crate::compiler::Outcome]) -> Vec<String> {
+    let mut f: Vec<String> = outcomes.iter().flat_map(|o| o.passes_fired.iter().cloned()).collect();
+    f.sort_unstable();
+    f.dedup();
+    f
 }
 
 /// Resident memory now: this process and each lane's workers.
@@ -313,7 +322,7 @@ fn process(
     }
     stats.nondeterministic += d.nondeterministic;
     stats.flaky += d.flaky;
-    if stats.record(d.test.id, &d.outcomes, &d.judgement, d.test.target_pass.as_deref()) {
+    if stats.record(d.test.id, &d.outcomes, &d.judgement, d.test.target_pass.as_deref(), stats.elapsed_sec) {
         finding::write_invalid(&settings.out, &d.test, &d.outcomes)?;
     }
     if !d.unconfirmed.is_empty() {

@@ -60,6 +60,9 @@ pub struct Settings {
     /// configuration of the rotation of named ones (`compiler::named`); 0 never (nor in checkpoints older than it).
     #[serde(default)]
     pub rotate_every: u64,
+    /// How synthesis picks patterns (checkpoints from before `--schedule` resume `uniform`, as they ran).
+    #[serde(default)]
+    pub schedule: crate::synth::schedule::Schedule,
 }
 
 /// Default of `--rotate-every`: an extra configuration on one test in 8 costs about 6% of the test rate.

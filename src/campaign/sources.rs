@@ -140,8 +140,7 @@ pub fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
                 cfg.opset
             );
             anyhow::ensure!(!usable.is_empty(), "no usable patterns");
-            let mut synth = SynthSource::new(s.seed, cfg, usable);
-            synth.stride = s.shard.count;
+            let mut synth = SynthSource::new(s.seed, cfg, usable, s.schedule, s.shard.count);
             if let Some(dir) = &s.seeds_dir {
                 // seed graphs from --seeds serve as synthesis bases too (those the op catalog can type-check)
                 for f in crate::util::onnx_files(dir)? {

@@ -25,6 +25,15 @@ pub struct Stats {
     pub gen_time_share: f64,
     /// For each pass, in how many tests it fired (in any configuration).
     pub passes_fired: BTreeMap<String, u64>,
+    /// For each pair of passes (`A+B`, names in order), in how many tests both fired.
+    #[serde(default)]
+    pub pass_pairs: BTreeMap<String, u64>,
+    /// How many distinct pass pairs fired together in some test (the keys of `pass_pairs`).
+    #[serde(default)]
+    pub pass_pairs_distinct: u64,
+    /// For each pass, the campaign time (seconds) at which a test first fired it.
+    #[serde(default)]
+    pub first_fired_sec: BTreeMap<String, f64>,
     /// Share of tests carrying a target pass in which that pass fired; null until tests carry target passes.
     pub trigger_rate: Option<f64>,
     /// Tests with at least one verdict.
@@ -145,7 +154,15 @@ impl Stats {
 
     /// Counts one executed test; true when it is one of the first [`INVALID_EXAMPLES`] invalid tests (whose
     /// message `invalid_examples` keeps, and which the campaign saves under `invalid/`).
-    pub fn record(&mut self, id: u64, outcomes: &[Outcome], j: &Judgement, target_pass: Option<&str>) -> bool {
+    /// `elapsed`: campaign seconds now (for `first_fired_sec`).
+    pub fn record(
+        &mut self,
+        id: u64,
+        outcomes: &[Outcome],
+        j: &Judgement,
+        target_pass: Option<&str>,
+        elapsed: f64,
+    ) -> bool {
         self.tests_executed += 1;
         let mut example = false;
         if j.valid {
@@ -163,9 +180,14 @@ impl Stats {
         let mut fired: Vec<&str> = outcomes.iter().flat_map(|o| o.passes_fired.iter().map(String::as_str)).collect();
         fired.sort_unstable();
         fired.dedup();
-        for p in &fired {
+        for (k, p) in fired.iter().enumerate() {
             *self.passes_fired.entry(p.to_string()).or_default() += 1;
+            self.first_fired_sec.entry(p.to_string()).or_insert(elapsed);
+            for q in &fired[k + 1..] {
+                *self.pass_pairs.entry(format!("{p}+{q}")).or_default() += 1;
+            }
         }
+        self.pass_pairs_distinct = self.pass_pairs.len() as u64;
         if let Some(tp) = target_pass {
             self.tests_with_target_pass += 1;
             let e = self.trigger_by_pass.entry(tp.to_string()).or_default();

@@ -71,8 +71,8 @@ impl TestSource for Recording {
         self.made.lock().unwrap_or_else(|e| e.into_inner()).push(t.clone());
         Ok(t)
     }
-    fn feedback(&self, test: &Test, clean: bool) {
-        self.inner.feedback(test, clean)
+    fn feedback(&self, test: &Test, clean: bool, fired: &[String]) {
+        self.inner.feedback(test, clean, fired)
     }
 }
 
@@ -179,6 +179,7 @@ fn round(a: &BenchArgs, kind: &TargetKind, configs: &[Config], jobs: usize) -> a
         known: None,
         // the bare replay runs the reference and the most optimized configuration only
         rotate_every: 0,
+        schedule: crate::synth::schedule::Schedule::Coverage, // as campaigns by default
     };
     anyhow::ensure!(a.mode != "synth" || settings.patterns.is_some(), "--mode synth: no patterns/{}", kind.name());
     let source = std::sync::Arc::new(Recording { inner: campaign::sources(&settings)?, made: Mutex::new(Vec::new()) });
@@ -198,8 +199,8 @@ impl TestSource for ArcSource {
     fn make(&self, id: u64) -> anyhow::Result<Test> {
         self.0.make(id)
     }
-    fn feedback(&self, test: &Test, clean: bool) {
-        self.0.feedback(test, clean)
+    fn feedback(&self, test: &Test, clean: bool, fired: &[String]) {
+        self.0.feedback(test, clean, fired)
     }
 }
 

@@ -33,6 +33,10 @@ pub struct FuzzArgs {
     /// `synth`: splice patterns into seeds (default when a library exists for the target); `random`: seeds only.
     #[arg(long, value_parser = ["synth", "random"])]
     pub mode: Option<String>,
+    /// How synthesis picks patterns: `coverage` (passes and pass pairs that fired rarely in this campaign
+    /// first) or `uniform`.
+    #[arg(long, value_parser = ["coverage", "uniform"], default_value = "coverage")]
+    pub schedule: String,
     /// Run directory (default: results/<target>-<timestamp>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -146,6 +150,7 @@ impl FuzzArgs {
             also_ort_libs: self.also_ort_libs.clone(),
             known: self.known.clone(),
             rotate_every: self.rotate_every,
+            schedule: crate::synth::schedule::Schedule::parse(&self.schedule)?,
         })
     }
 }
@@ -237,7 +242,11 @@ fn print_summary(s: &campaign::Summary) {
         "  memory (RSS max)  fuzzer {:.0} MiB, a worker {:.0} MiB; {recycled} worker processes recycled",
         st.fuzzer_rss_max_mb, st.worker_rss_max_mb
     );
-    println!("  passes fired      {} distinct", st.passes_fired.len());
+    println!(
+        "  passes fired      {} distinct, {} distinct pairs in one test",
+        st.passes_fired.len(),
+        st.pass_pairs_distinct
+    );
     println!("  findings          {} raw, {} unique", st.findings_raw, st.findings_unique);
     for (k, v) in &st.by_symptom {
         println!("    {k:<15} {v}");

@@ -2,6 +2,7 @@
 //! pattern synthesis and Relax-level recipes. A test is reproducible from (campaign seed, test id).
 
 use super::recipe::{Recipe, RecipeUse};
+use super::schedule::{Coverage, Schedule};
 use crate::compiler::{inputs, NamedTensor};
 use crate::graph::onnx;
 use crate::seedgen::{generate, SeedConfig};
@@ -32,8 +33,8 @@ impl Test {
 /// test `<= i - POOL_LAG * stride` has had its `feedback`.
 pub trait TestSource: Send + Sync {
     fn make(&self, id: u64) -> anyhow::Result<Test>;
-    /// Told, in test-id order, how each test ended (`clean`: valid and no finding).
-    fn feedback(&self, _test: &Test, _clean: bool) {}
+    /// Told, in test-id order, how each test ended (`clean`: valid and no finding) and the passes it fired.
+    fn feedback(&self, _test: &Test, _clean: bool, _fired: &[String]) {}
 }
 
 /// Random seed graphs (`oatest seeds gen`), inputs from the same seed.
@@ -94,9 +95,9 @@ impl TestSource for Mix {
         let n = self.0.len() as u64;
         self.0[(id % n) as usize].make(id)
     }
-    fn feedback(&self, test: &Test, clean: bool) {
+    fn feedback(&self, test: &Test, clean: bool, fired: &[String]) {
         let n = self.0.len() as u64;
-        self.0[(test.id % n) as usize].feedback(test, clean)
+        self.0[(test.id % n) as usize].feedback(test, clean, fired)
     }
 }
 
@@ -108,12 +109,17 @@ pub struct SynthSource {
     pub patterns: Vec<crate::pattern::Pattern>,
     /// Seed graphs given with `--seeds DIR` (only those whose ops the catalog knows can be spliced into).
     pub extra_seeds: Vec<crate::graph::Model>,
-    /// (test id, model) of passing synthesized tests in id order; bounded (see [`SynthSource::feedback`]).
-    pool: std::sync::Mutex<Vec<(u64, std::sync::Arc<crate::graph::Model>)>>,
+    /// (test id, model, passes it fired) of passing synthesized tests in id order; bounded (see
+    /// [`SynthSource::feedback`]).
+    pool: std::sync::Mutex<Vec<PoolEntry>>,
     /// The distance between the ids this source is asked for (a shard of N makes every N-th id): the pool lag
     /// counts in steps of it, so that a shard's tests depend on (seed, id) and the shard alone.
-    pub stride: u64,
+    stride: u64,
+    /// Which pattern and base to draw (`--schedule`), from what the campaign's tests fired.
+    coverage: Coverage,
 }
+
+type PoolEntry = (u64, std::sync::Arc<crate::graph::Model>, std::sync::Arc<[u32]>);
 
 /// How many passing tests a test's seed pool holds: test `i` draws from the last `POOL_CAP` passing tests
 /// `<= i - POOL_LAG * stride`.
@@ -123,8 +129,17 @@ pub const POOL_CAP: usize = 256;
 pub const POOL_LAG: u64 = 256;
 
 impl SynthSource {
-    pub fn new(seed: u64, cfg: SeedConfig, patterns: Vec<crate::pattern::Pattern>) -> SynthSource {
-        SynthSource { seed, cfg, patterns, extra_seeds: Vec::new(), pool: Default::default(), stride: 1 }
+    /// A source over `patterns`; `stride`: every how many ids it is asked for (a shard's count).
+    pub fn new(
+        seed: u64,
+        cfg: SeedConfig,
+        patterns: Vec<crate::pattern::Pattern>,
+        schedule: Schedule,
+        stride: u64,
+    ) -> SynthSource {
+        let passes: Vec<&str> = patterns.iter().map(|p| p.meta.pass.as_str()).collect();
+        let coverage = Coverage::new(schedule, &passes, stride);
+        SynthSource { seed, cfg, patterns, extra_seeds: Vec::new(), pool: Default::default(), stride, coverage }
     }
 }
 
@@ -135,20 +150,25 @@ impl TestSource for SynthSource {
         let mut rng = crate::seedgen::rng_for(self.seed ^ 0x5eed_5eed, id);
         let pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         // the view of test `id`: the last POOL_CAP passing tests old enough (a function of (seed, id) alone)
-        let end = pool.partition_point(|(pid, _)| pid + POOL_LAG * self.stride <= id);
-        let view: Vec<_> = pool[end.saturating_sub(POOL_CAP)..end].iter().map(|e| e.1.clone()).collect();
+        let end = pool.partition_point(|(pid, _, _)| pid + POOL_LAG * self.stride <= id);
+        let view: Vec<_> = pool[end.saturating_sub(POOL_CAP)..end].iter().map(|e| (e.1.clone(), e.2.clone())).collect();
         drop(pool);
+        let counts = self.coverage.view(id);
+        let fired: Vec<&[u32]> = view.iter().map(|e| &*e.1).collect();
         let mut last = String::new();
         for attempt in 0..6u64 {
-            let p = &self.patterns[rng.random_range(0..self.patterns.len())];
+            let k = self.coverage.pick_pattern(&counts, &mut rng);
+            let p = &self.patterns[k];
             let base = if !view.is_empty() && rng.random_bool(0.5) {
-                (*view[rng.random_range(0..view.len())]).clone()
+                (*view[self.coverage.pick_base(&counts, k, &fired, &mut rng)].0).clone()
             } else if !self.extra_seeds.is_empty() && rng.random_bool(0.5) {
                 self.extra_seeds[rng.random_range(0..self.extra_seeds.len())].clone()
             } else {
                 generate(self.seed, id.wrapping_mul(8).wrapping_add(attempt), &self.cfg)
             };
-            match crate::synth::splice(&base, p, &mut rng, id * 8 + attempt, None) {
+            let spliced = crate::synth::splice(&base, p, &mut rng, id * 8 + attempt, None);
+            self.coverage.attempted(id, k, spliced.is_ok());
+            match spliced {
                 Ok((m, _)) => {
                     let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))?;
                     let origin = format!("synth:{}", p.file_name().display());
@@ -166,16 +186,17 @@ impl TestSource for SynthSource {
         anyhow::bail!("synthesis failed 6 times (last: {last})")
     }
 
-    fn feedback(&self, test: &Test, clean: bool) {
+    fn feedback(&self, test: &Test, clean: bool, fired: &[String]) {
+        let fired = self.coverage.feed(test.id, test.target_pass.as_deref(), fired);
         if !clean || test.target_pass.is_none() {
             return;
         }
         let Ok(m) = onnx::decode_model(&test.model) else { return };
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
-        pool.push((test.id, std::sync::Arc::new(m)));
+        pool.push((test.id, std::sync::Arc::new(m), fired));
         // every test still to be made has an id above this one, so its view ends at or after the view of
         // `test.id + 1`: what is older than that view's POOL_CAP entries is never drawn again
-        let end = pool.partition_point(|(pid, _)| pid + POOL_LAG * self.stride <= test.id + 1);
+        let end = pool.partition_point(|(pid, _, _)| pid + POOL_LAG * self.stride <= test.id + 1);
         pool.drain(..end.saturating_sub(POOL_CAP));
     }
 }

@@ -147,24 +147,27 @@ fn outputs_connect_onward_or_become_graph_outputs() {
 /// in time (every test `<= i - POOL_LAG` before `i` is made) or right after making them, with the pool full.
 #[test]
 fn synthesized_tests_do_not_depend_on_when_earlier_tests_were_fed_back() {
+    use crate::synth::schedule::Schedule;
     use crate::synth::source::{SynthSource, TestSource, POOL_CAP, POOL_LAG};
+    // what a test fired, as a campaign would report it: varies by id, so the coverage counts move
+    let fired = |id: u64| vec![["A", "B", "C"][(id % 3) as usize].to_string()];
     let cfg = crate::seedgen::SeedConfig { max_nodes: 4, ..Default::default() };
     let pats = vec![pattern(t(DType::F32, &[2, 3])), pattern(t(DType::F32, &[4]))];
     let n = 2 * POOL_LAG + POOL_CAP as u64 + 40;
-    let eager = SynthSource::new(7, cfg.clone(), pats.clone());
+    let eager = SynthSource::new(7, cfg.clone(), pats.clone(), Schedule::Coverage, 1);
     let a: Vec<Option<Vec<u8>>> = (0..n)
         .map(|id| {
             let t = eager.make(id).ok()?;
-            eager.feedback(&t, true);
+            eager.feedback(&t, true, &fired(id));
             Some(t.model)
         })
         .collect();
-    let lazy = SynthSource::new(7, cfg.clone(), pats.clone());
+    let lazy = SynthSource::new(7, cfg.clone(), pats.clone(), Schedule::Coverage, 1);
     let mut made: Vec<Option<crate::synth::source::Test>> = Vec::new();
     for id in 0..n {
         for t in made.iter().skip((id.saturating_sub(POOL_LAG)) as usize).take(1).flatten() {
             if t.id + POOL_LAG <= id {
-                lazy.feedback(t, true);
+                lazy.feedback(t, true, &fired(t.id));
             }
         }
         made.push(lazy.make(id).ok());
@@ -173,7 +176,7 @@ fn synthesized_tests_do_not_depend_on_when_earlier_tests_were_fed_back() {
     assert!(a.iter().filter(|m| m.is_some()).count() as u64 > n / 2, "most syntheses succeed");
     assert_eq!(a, b, "the same tests whenever the feedback came");
     // the pool mattered: without feedback, later tests differ
-    let none = SynthSource::new(7, cfg, pats);
+    let none = SynthSource::new(7, cfg, pats, Schedule::Coverage, 1);
     let differ = (POOL_LAG..n).filter(|&id| none.make(id).ok().map(|t| t.model) != a[id as usize]).count();
     assert!(differ > 0, "tests drew from the pool");
 }

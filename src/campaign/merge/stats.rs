@@ -66,6 +66,9 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             tests_per_sec,
             gen_time_share: _,
             passes_fired,
+            pass_pairs,
+            pass_pairs_distinct: _,
+            first_fired_sec,
             trigger_rate: _,
             findings_raw,
             findings_unique: _,
@@ -112,6 +115,11 @@ pub fn sum(parts: &[&Stats]) -> Stats {
         t.tests_executed += tests_executed;
         rate += tests_per_sec;
         add(&mut t.passes_fired, passes_fired);
+        add(&mut t.pass_pairs, pass_pairs);
+        for (k, &v) in first_fired_sec {
+            let e = t.first_fired_sec.entry(k.clone()).or_insert(v);
+            *e = e.min(v);
+        }
         t.findings_raw += findings_raw;
         add(&mut t.by_symptom, by_symptom);
         // wall time: the longest shard's
@@ -142,6 +150,7 @@ pub fn sum(parts: &[&Stats]) -> Stats {
     t.invalid_examples.sort_by_key(|l| example_id(l));
     t.invalid_examples.truncate(INVALID_EXAMPLES);
     t.findings_unique = t.signatures.len() as u64;
+    t.pass_pairs_distinct = t.pass_pairs.len() as u64;
     t.validity_rate = if t.tests_executed > 0 { t.tests_valid as f64 / t.tests_executed as f64 } else { 0.0 };
     t.tests_per_sec = rate;
     t.gen_time_share = crate::campaign::stats::wait_share(t.worker_wait_sec, t.worker_lane_sec);
