@@ -219,3 +219,63 @@ fn contrib_op_seeds_run_under_ort_at_every_level() {
     }
     assert!(ops.len() >= 6, "only {ops:?} appeared in 150 seeds");
 }
+
+/// Optimized-graph feedback: ORT saves the graph it optimized (`save_optimized`), and oatest imports it as a
+/// seed (`optimized_seed`): here ORT's ConvAddActivationFusion result, a FusedConv with its sum input Z, which
+/// type-checks against the catalog's contrib ops, runs again, and takes a spliced pattern.
+#[test]
+fn an_optimized_graph_with_fused_conv_and_z_feeds_back_as_a_seed() {
+    let mut w = ort_worker();
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("optimized.onnx");
+    // Conv -> Add(Z) -> Relu at opset 20, as a campaign's tests are (ORT saves the model at its own opset)
+    use oatest::graph::{Attr, DType, Graph, Model, Node, OpId, TensorType};
+    let mut g = Graph::new("conv_add_relu");
+    g.add_input("x", TensorType::new(DType::F32, &[1, 3, 8, 8]));
+    g.add_input("z", TensorType::new(DType::F32, &[1, 4, 8, 8]));
+    let weights: Vec<f32> = (0..4 * 3 * 3 * 3).map(|i| ((i % 7) as f32 - 3.0) / 10.0).collect();
+    g.add_initializer("W", Tensor::from_f32(&[4, 3, 3, 3], &weights));
+    g.add_initializer("B", Tensor::from_f32(&[4], &[0.1, -0.2, 0.3, 0.0]));
+    let conv = Node::new("conv", OpId::onnx("Conv"), vec!["x".into(), "W".into(), "B".into()], vec!["c".into()])
+        .with_attr("pads", Attr::Ints(vec![1, 1, 1, 1]));
+    g.add_node(conv).unwrap();
+    g.add_node(Node::new("add", OpId::onnx("Add"), vec!["c".into(), "z".into()], vec!["a".into()])).unwrap();
+    g.add_node(Node::new("relu", OpId::onnx("Relu"), vec!["a".into()], vec!["y".into()])).unwrap();
+    g.add_output("y", TensorType::new(DType::F32, &[1, 4, 8, 8]));
+    let m = Model::new(g);
+    let bytes = onnx::encode_model(&m);
+    let feeds = oatest::compiler::inputs::generate(&m.graph, 0).unwrap();
+    // without NCHWc layouts (ops the catalog does not model), as a machine without them would save it
+    let mut c = Config::parse("all:-NchwcTransformer").unwrap();
+    c.save_optimized = Some(saved.clone());
+    assert_eq!(w.run(&bytes, &feeds, &c).status, Status::Ok);
+    let seed = oatest::synth::source::optimized_seed(&std::fs::read(&saved).unwrap()).expect("imported");
+    let seed = onnx::decode_model(&seed).unwrap();
+    let fused: Vec<_> =
+        seed.graph.node_ids().map(|id| seed.graph.node(id)).filter(|n| n.op.name == "FusedConv").collect();
+    assert_eq!(
+        fused.len(),
+        1,
+        "{:?}",
+        seed.graph.node_ids().map(|id| seed.graph.node(id).op.clone()).collect::<Vec<_>>()
+    );
+    assert_eq!(fused[0].op.domain, "com.microsoft");
+    assert_eq!(fused[0].inputs.len(), 4, "FusedConv without Z: {:?}", fused[0].inputs);
+    assert_eq!(seed.opsets.get("com.microsoft"), Some(&1));
+    let again = w.run(&onnx::encode_model(&seed), &feeds, &Config::level(Level::Disable));
+    assert_eq!(again.status, Status::Ok, "{:?}", again.status);
+    // a pattern spliced into it: the second-order test runs
+    let lib = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("patterns/ort/FuseReluClip");
+    let p = oatest::pattern::Pattern::load(&oatest::util::onnx_files(&lib).unwrap()[0]).unwrap();
+    let mut rng = oatest::seedgen::rng_for(1, 0);
+    let (spliced, _) = (0..20u64)
+        .find_map(|t| oatest::synth::splice(&seed, &p, &mut rng, t, None).ok())
+        .expect("a pattern splices into the optimized graph");
+    let inputs = oatest::compiler::inputs::generate(&spliced.graph, 0).unwrap();
+    let runs = w.run_configs(
+        &onnx::encode_model(&spliced),
+        &inputs,
+        &[Config::level(Level::Disable), Config::level(Level::All)],
+    );
+    assert!(runs.iter().all(|o| o.status == Status::Ok), "{:?}", runs.iter().map(|o| &o.status).collect::<Vec<_>>());
+}

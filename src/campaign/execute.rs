@@ -35,6 +35,8 @@ pub(super) struct Done {
     pub recycled: [u64; 2],
     /// The largest resident memory of the lane's worker processes after this test, in MiB.
     pub rss_mb: f64,
+    /// The optimized graph the target saved for this test (`Rotation::saves`), when it passed.
+    pub optimized: Option<Vec<u8>>,
 }
 
 /// What the lanes share with the campaign loop: their worker processes (for memory samples) and budgets.
@@ -75,6 +77,7 @@ impl Done {
             target_cpu_sec: 0.0,
             recycled: [0, 0],
             rss_mb: 0.0,
+            optimized: None,
         }
     }
 
@@ -130,10 +133,23 @@ pub(super) fn execute(
         for (k, w) in lane.iter_mut().enumerate() {
             // the rotation's extra configuration, on the tests its id picks (single-target ORT campaigns only)
             let mut mine = Cow::Borrowed(&configs[k]);
+            // the most optimized configuration saves its graph on the tests picked for feedback
+            let save = (k == 0 && rotation.saves(all.test.id) && !all.test.is_recipe()).then(|| {
+                std::env::temp_dir().join(format!("oatest-{}-lane{index}-optimized.onnx", std::process::id()))
+            });
+            if let Some(path) = &save {
+                let last = mine.len() - 1;
+                mine.to_mut()[last].save_optimized = Some(path.clone());
+            }
             if let Some(extra) = rotation.extra(all.test.id) {
                 mine.to_mut().push(extra.clone());
             }
             let (outcomes, mut j, dropped, reruns) = run_and_judge(w, &all.test, &mine, &oracle, &hints);
+            if let Some(path) = save {
+                let passed = j.valid && j.verdicts.is_empty();
+                all.optimized = std::fs::read(&path).ok().filter(|_| passed);
+                let _ = std::fs::remove_file(&path);
+            }
             if multi {
                 for v in &mut j.verdicts {
                     v.config = format!("{}:{}", w.info.target, v.config);

@@ -14,7 +14,7 @@ pub mod stats;
 mod triager;
 
 pub use checkpoint::{checkpoint_path, load_checkpoint};
-pub use settings::{Budget, Mode, Rotation, Settings, Shard, RECYCLE_MB, RECYCLE_TESTS, ROTATE_EVERY};
+pub use settings::{Budget, Mode, Rotation, Settings, Shard, FEEDBACK_EVERY, RECYCLE_MB, RECYCLE_TESTS, ROTATE_EVERY};
 pub use sources::sources;
 
 use crate::compiler::worker::{Worker, WorkerSpec};
@@ -77,9 +77,12 @@ pub fn run(
         .collect();
     anyhow::ensure!(configs.iter().all(|c| c.len() >= 2), "a differential campaign needs at least two configurations");
     // ORT's default set: some tests also run a named configuration (opt-in and kill switches, ORT_ENABLE_LAYOUT)
-    let rotation = match settings.configs.is_empty() && settings.target.is(crate::compiler::TargetKind::Ort) {
-        true => Rotation { every: settings.rotate_every, configs: crate::compiler::named::rotation(&infos[0].version) },
-        false => Rotation::default(),
+    // and some passing tests have ORT save its optimized graph for the seed pool (synthesis only)
+    let ort = settings.target.is(crate::compiler::TargetKind::Ort);
+    let rotation = Rotation {
+        every: if ort && settings.configs.is_empty() { settings.rotate_every } else { 0 },
+        configs: if ort { crate::compiler::named::rotation(&infos[0].version) } else { Vec::new() },
+        save_every: if ort && settings.mode == Mode::Synth { settings.feedback_every } else { 0 },
     };
     let target_name = infos.iter().map(|i| i.target.clone()).collect::<Vec<_>>().join(",");
     let target_version = infos.iter().map(|i| i.version.clone()).collect::<Vec<_>>().join(",");
@@ -175,7 +178,14 @@ pub fn run(
         };
         while let Some(d) = pending.remove(&next_id) {
             let clean = d.judgement.valid && d.judgement.verdicts.is_empty() && !d.outcomes.is_empty();
-            source.feedback(&d.test, clean, &fired(&d.outcomes));
+            let fired = fired(&d.outcomes);
+            source.feedback(&d.test, clean, &fired);
+            // ORT's own optimized graph of a passing test: a second-order seed whose inputs are fusion results
+            let fed = d.optimized.as_deref().filter(|_| clean).and_then(crate::synth::source::optimized_seed);
+            if let Some(model) = fed {
+                source.feed_seed(&crate::synth::source::Test { model, ..d.test.clone() }, &fired);
+                stats.optimized_fed += 1;
+            }
             if clean {
                 examples.offer(&d.test, &d.outcomes)?;
             }

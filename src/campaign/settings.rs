@@ -63,7 +63,14 @@ pub struct Settings {
     /// How synthesis picks patterns (checkpoints from before `--schedule` resume `uniform`, as they ran).
     #[serde(default)]
     pub schedule: crate::synth::schedule::Schedule,
+    /// One passing test in this many (chosen by test id) has ORT save its most optimized graph, which goes back
+    /// into the seed pool when the catalog type-checks it; 0 never (nor in checkpoints older than it).
+    #[serde(default)]
+    pub feedback_every: u64,
 }
+
+/// Default of `--feedback-every`.
+pub const FEEDBACK_EVERY: u64 = 16;
 
 /// Default of `--rotate-every`: an extra configuration on one test in 8 costs about 6% of the test rate.
 pub const ROTATE_EVERY: u64 = 8;
@@ -73,6 +80,17 @@ pub const ROTATE_EVERY: u64 = 8;
 pub struct Rotation {
     pub every: u64,
     pub configs: Vec<Config>,
+    /// One test in this many saves its optimized graph (`Settings::feedback_every`; 0: none).
+    pub save_every: u64,
+}
+
+/// splitmix64 of a test id: which tests get extras is a function of the id alone, so shards and resumed runs
+/// agree.
+fn mix(id: u64) -> u64 {
+    let mut z = id.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 impl Rotation {
@@ -82,11 +100,13 @@ impl Rotation {
         if self.every == 0 || self.configs.is_empty() {
             return None;
         }
-        let mut z = id.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
+        let z = mix(id);
         (z % self.every == 0).then(|| &self.configs[((z / self.every) % self.configs.len() as u64) as usize])
+    }
+
+    /// Whether test `id` has the target save its most optimized graph (for the seed pool).
+    pub fn saves(&self, id: u64) -> bool {
+        self.save_every > 0 && mix(id ^ 0xFEED_BAC4) % self.save_every == 0
     }
 }
 
@@ -213,14 +233,14 @@ mod tests {
     #[test]
     fn the_rotation_picks_one_test_in_every_and_each_configuration_in_turn() {
         let configs = crate::compiler::named::rotation("1.31.1");
-        let r = super::Rotation { every: 8, configs: configs.clone() };
+        let r = super::Rotation { every: 8, configs: configs.clone(), save_every: 0 };
         let picked: Vec<&crate::compiler::Config> = (0..80_000).filter_map(|id| r.extra(id)).collect();
         assert!((9_000..11_000).contains(&picked.len()), "{} of 80000", picked.len());
         for c in &configs {
             assert!(picked.iter().filter(|p| **p == c).count() > 800, "{c} comes too rarely");
         }
         assert_eq!(r.extra(12345), r.extra(12345));
-        assert!(super::Rotation { every: 0, configs }.extra(0).is_none());
+        assert!(super::Rotation { every: 0, configs, save_every: 16 }.extra(0).is_none());
     }
 
     #[test]

@@ -185,8 +185,11 @@ impl TestSource for ModelTypes {
         }
         Ok(t)
     }
-    fn feedback(&self, test: &crate::synth::source::Test, clean: bool) {
-        self.inner.feedback(test, clean)
+    fn feedback(&self, test: &crate::synth::source::Test, clean: bool, fired: &[String]) {
+        self.inner.feedback(test, clean, fired)
+    }
+    fn feed_seed(&self, test: &crate::synth::source::Test, fired: &[String]) {
+        self.inner.feed_seed(test, fired)
     }
 }
 

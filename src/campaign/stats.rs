@@ -78,6 +78,9 @@ pub struct Stats {
     pub worker_rss_max_mb: f64,
     /// Tests whose source failed to build them.
     pub gen_failures: u64,
+    /// Optimized graphs ONNX Runtime saved for passing tests that went back into the seed pool.
+    #[serde(default)]
+    pub optimized_fed: u64,
     /// Why invalid tests were invalid (named unsupported filters, `reference-error`, ...).
     pub invalid_reasons: BTreeMap<String, u64>,
     /// The first few reference-error messages, to see what makes tests invalid.

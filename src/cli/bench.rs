@@ -74,6 +74,9 @@ impl TestSource for Recording {
     fn feedback(&self, test: &Test, clean: bool, fired: &[String]) {
         self.inner.feedback(test, clean, fired)
     }
+    fn feed_seed(&self, test: &Test, fired: &[String]) {
+        self.inner.feed_seed(test, fired)
+    }
 }
 
 /// One round: the campaign, then its own tests replayed bare.
@@ -180,6 +183,7 @@ fn round(a: &BenchArgs, kind: &TargetKind, configs: &[Config], jobs: usize) -> a
         // the bare replay runs the reference and the most optimized configuration only
         rotate_every: 0,
         schedule: crate::synth::schedule::Schedule::Coverage, // as campaigns by default
+        feedback_every: 0,
     };
     anyhow::ensure!(a.mode != "synth" || settings.patterns.is_some(), "--mode synth: no patterns/{}", kind.name());
     let source = std::sync::Arc::new(Recording { inner: campaign::sources(&settings)?, made: Mutex::new(Vec::new()) });
@@ -201,6 +205,9 @@ impl TestSource for ArcSource {
     }
     fn feedback(&self, test: &Test, clean: bool, fired: &[String]) {
         self.0.feedback(test, clean, fired)
+    }
+    fn feed_seed(&self, test: &Test, fired: &[String]) {
+        self.0.feed_seed(test, fired)
     }
 }
 

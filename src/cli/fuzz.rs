@@ -53,6 +53,10 @@ pub struct FuzzArgs {
     /// configuration of the rotation (opt-in and kill switches, ORT_ENABLE_LAYOUT); 0: never.
     #[arg(long, default_value_t = campaign::ROTATE_EVERY)]
     pub rotate_every: u64,
+    /// ORT synthesis: one test in this many (chosen by test id) saves its most optimized graph, which goes back
+    /// into the seed pool when it passed and the catalog type-checks it (second-order seeds); 0: never.
+    #[arg(long, default_value_t = campaign::FEEDBACK_EVERY)]
+    pub feedback_every: u64,
     /// Per-test time limit of one configuration, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
@@ -151,6 +155,7 @@ impl FuzzArgs {
             known: self.known.clone(),
             rotate_every: self.rotate_every,
             schedule: crate::synth::schedule::Schedule::parse(&self.schedule)?,
+            feedback_every: self.feedback_every,
         })
     }
 }

@@ -133,6 +133,15 @@ impl Coverage {
         self.attempts.lock().unwrap_or_else(|e| e.into_inner()).entry(id).or_default().push((k, worked));
     }
 
+    /// The ids of these passes (for the seed pool), counting nothing.
+    pub fn ids(&self, fired: &[String]) -> Arc<[u32]> {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ids: Vec<u32> = fired.iter().map(|p| live.names.id(p)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into()
+    }
+
     /// Told, in test-id order, the passes test `id` fired (`built_for`: the pass it was made to fire). Returns
     /// the fired passes as ids, for the seed pool.
     pub fn feed(&self, id: u64, built_for: Option<&str>, fired: &[String]) -> Arc<[u32]> {

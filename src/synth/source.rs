@@ -35,6 +35,9 @@ pub trait TestSource: Send + Sync {
     fn make(&self, id: u64) -> anyhow::Result<Test>;
     /// Told, in test-id order, how each test ended (`clean`: valid and no finding) and the passes it fired.
     fn feedback(&self, _test: &Test, _clean: bool, _fired: &[String]) {}
+    /// Told, right after the `feedback` of a passing test, a second-order seed made from it (ORT's optimized
+    /// graph of the test, in `test.model`); `fired`: what the test fired.
+    fn feed_seed(&self, _test: &Test, _fired: &[String]) {}
 }
 
 /// Random seed graphs (`oatest seeds gen`), inputs from the same seed.
@@ -99,6 +102,29 @@ impl TestSource for Mix {
         let n = self.0.len() as u64;
         self.0[(test.id % n) as usize].feedback(test, clean, fired)
     }
+    fn feed_seed(&self, test: &Test, fired: &[String]) {
+        let n = self.0.len() as u64;
+        self.0[(test.id % n) as usize].feed_seed(test, fired)
+    }
+}
+
+/// A model ONNX Runtime saved after optimizing a test (`optimized_model_filepath`), as a seed for the pool: its
+/// unused opset imports dropped, and only when the catalog type-checks every node (contrib ops included; NCHWc
+/// layouts and other ops the catalog lacks are refused), with every value's type recorded.
+pub fn optimized_seed(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut m = onnx::decode_model(bytes).ok()?;
+    // ORT keeps the model's opset; the catalog and the bridges follow opset-20 signatures
+    if m.opset() < crate::graph::DEFAULT_OPSET {
+        return None;
+    }
+    crate::graph::prune(&mut m);
+    let types = crate::ops::check_graph(&m.graph, true).ok()?;
+    for (name, ty) in types {
+        if m.graph.tensor_type(&name).is_none() {
+            m.graph.types.insert(name, ty.into());
+        }
+    }
+    Some(onnx::encode_model(&m))
 }
 
 /// Optimization-aware tests: a pattern spliced into a seed graph (a fresh one, or a passing test from the pool,
@@ -188,7 +214,22 @@ impl TestSource for SynthSource {
 
     fn feedback(&self, test: &Test, clean: bool, fired: &[String]) {
         let fired = self.coverage.feed(test.id, test.target_pass.as_deref(), fired);
-        if !clean || test.target_pass.is_none() {
+        if clean {
+            self.pool_push(test, fired);
+        }
+    }
+
+    fn feed_seed(&self, test: &Test, fired: &[String]) {
+        // a seed, not a test: it joins the pool without counting towards coverage again
+        self.pool_push(test, self.coverage.ids(fired));
+    }
+}
+
+impl SynthSource {
+    /// Adds a passing synthesized test's model to the seed pool (in test-id order), dropping what no later test
+    /// can draw.
+    fn pool_push(&self, test: &Test, fired: std::sync::Arc<[u32]>) {
+        if test.target_pass.is_none() {
             return;
         }
         let Ok(m) = onnx::decode_model(&test.model) else { return };

@@ -77,6 +77,7 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             triage_finish_sec,
             gen_time_sec,
             gen_failures,
+            optimized_fed,
             invalid_reasons,
             invalid_examples,
             nondeterministic,
@@ -129,6 +130,7 @@ pub fn sum(parts: &[&Stats]) -> Stats {
         }
         t.gen_time_sec += gen_time_sec;
         t.gen_failures += gen_failures;
+        t.optimized_fed += optimized_fed;
         add(&mut t.invalid_reasons, invalid_reasons);
         t.invalid_examples.extend(invalid_examples.iter().cloned());
         t.nondeterministic += nondeterministic;
