@@ -99,6 +99,10 @@ impl OpSpec for Contrib {
                 Ok(vec![x.ty.clone()])
             }
             Kind::FastGelu | Kind::BiasGelu => {
+                // ORT's FastGelu kernel: "Input 0 is expected to have 1 or more dimensions, got 0"
+                if x.ty.rank() == Some(0) {
+                    reject!("{} needs rank >= 1", self.name);
+                }
                 if let Some(b) = ins.get(1).and_then(|b| b.as_ref()) {
                     self.check_bias(x, b)?;
                 }
@@ -146,9 +150,10 @@ impl OpSpec for Contrib {
         let Some((base, _)) = self.base() else {
             // the Gelu family: X of any rank (>= 1 with a bias), a bias constant on the last axis
             let biased = self.kind == Kind::BiasGelu || (self.kind == Kind::FastGelu && rng.random_bool(0.5));
-            let ranks = if biased { 1..=4 } else { 0..=4 };
+            let rank1 = biased || self.kind == Kind::FastGelu;
+            let ranks = if rank1 { 1..=4 } else { 0..=4 };
             let ok =
-                |t: &TensorType| self.dtypes.contains(&t.dtype) && t.dims().is_some_and(|d| !biased || !d.is_empty());
+                |t: &TensorType| self.dtypes.contains(&t.dtype) && t.dims().is_some_and(|d| !rank1 || !d.is_empty());
             let x = d.pick_or_input(rng, ok, |r| Some(random_type(r, self.dtypes, ranks, max)))?;
             let mut inputs = vec![x.name];
             if biased {
@@ -244,6 +249,7 @@ mod tests {
         assert!(conv.infer(&[x, w], &Attrs::new()).is_err(), "FusedConv needs an activation");
         assert!(spec("Gelu").infer(&[fact(F64, &[2])], &Attrs::new()).is_err(), "ORT's CPU Gelu has no float64");
         assert!(spec("BiasGelu").infer(&[fact(F32, &[2, 3]), fact(F32, &[2])], &Attrs::new()).is_err());
+        assert!(spec("FastGelu").infer(&[fact(F32, &[])], &Attrs::new()).is_err(), "ORT's FastGelu needs rank >= 1");
         let mut t = Attrs::new();
         t.insert("transA".into(), Attr::Int(1));
         let mm = spec("FusedMatMul").infer(&[fact(F32, &[3, 2]), fact(F32, &[3, 4])], &t).unwrap();
