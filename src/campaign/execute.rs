@@ -17,6 +17,8 @@ use std::time::Instant;
 pub(super) struct Done {
     pub test: Test,
     pub outcomes: Vec<Outcome>,
+    /// The passes the test fired under any of its configurations, sorted, each once.
+    pub fired: Vec<String>,
     pub judgement: Judgement,
     pub nondeterministic: u64,
     pub flaky: u64,
@@ -65,6 +67,7 @@ impl Done {
         Done {
             test,
             outcomes: Vec::new(),
+            fired: Vec::new(),
             judgement: Judgement { valid, invalid_reason: None, verdicts: Vec::new() },
             nondeterministic: 0,
             flaky: 0,
@@ -94,11 +97,9 @@ pub(super) fn hints(test: &Test) -> Hints {
     // hints come only from quantizing ops: a model whose bytes name none has none (no decode per test)
     let names =
         |b: &[u8]| [&b"QuantizeLinear"[..], b"QLinear", b"QGemm"].iter().any(|n| b.windows(n.len()).any(|w| w == *n));
-    if !test.is_recipe() && !names(&test.model) {
-        return Hints::default();
-    }
     let model = match crate::synth::recipe::Recipe::parse(&test.model) {
         Some(recipe) => recipe.seed(),
+        None if !names(&test.model) => return Hints::default(),
         None => crate::graph::onnx::decode_model(&test.model).ok(),
     };
     model.map(|m| Hints::of(&m.graph)).unwrap_or_default()
@@ -188,6 +189,9 @@ pub(super) fn execute(
                 }
             }
         }
+        all.fired = all.outcomes.iter().flat_map(|o| o.passes_fired.iter().cloned()).collect();
+        all.fired.sort_unstable();
+        all.fired.dedup();
         (all.recycled, all.rss_mb) = recycle(&mut lane, &mut since, &shared);
         (all.cpu_sec, all.target_cpu_sec) = cpu.since_last(&lane);
         publish(index, &lane, &shared);
@@ -241,9 +245,10 @@ fn recycle(lane: &mut [Worker], since: &mut [(u64, u64)], shared: &Lanes) -> ([u
         }
         let by_tests = shared.recycle_tests > 0 && s.1 >= shared.recycle_tests;
         // /proc is read at a process's first test and every RSS_EVERY tests after, not after every test
-        let rss = match s.1 % RSS_EVERY == 1 {
-            true => w.pid().and_then(|p| crate::compiler::worker::rss_bytes(Some(p))).unwrap_or(0),
-            false => 0,
+        let rss = if s.1 % RSS_EVERY == 1 {
+            w.pid().and_then(|p| crate::compiler::worker::rss_bytes(Some(p))).unwrap_or(0)
+        } else {
+            0
         };
         largest = largest.max(rss as f64 / (1u64 << 20) as f64);
         let by_memory = !by_tests && shared.recycle_mb > 0 && rss >> 20 > shared.recycle_mb;

@@ -178,12 +178,11 @@ pub fn run(
         };
         while let Some(d) = pending.remove(&next_id) {
             let clean = d.judgement.valid && d.judgement.verdicts.is_empty() && !d.outcomes.is_empty();
-            let fired = fired(&d.outcomes);
-            source.feedback(&d.test, clean, &fired);
+            source.feedback(&d.test, clean, &d.fired);
             // ORT's own optimized graph of a passing test: a second-order seed whose inputs are fusion results
             let fed = d.optimized.as_deref().filter(|_| clean).and_then(crate::synth::source::optimized_seed);
             if let Some(model) = fed {
-                source.feed_seed(&crate::synth::source::Test { model, ..d.test.clone() }, &fired);
+                source.feed_seed(&crate::synth::source::Test { model, ..d.test.clone() }, &d.fired);
                 stats.optimized_fed += 1;
             }
             if clean {
@@ -251,14 +250,6 @@ pub fn run(
     progress.finish();
     progress::plots(&settings.out, &stats);
     Ok(Summary { out: settings.out.clone(), stats, interrupted: stop.load(Ordering::Relaxed) })
-}
-
-/// The passes a test fired under any configuration, sorted, each once.
-fn fired(outcomes: &[crate::compiler::Outcome]) -> Vec<String> {
-    let mut f: Vec<String> = outcomes.iter().flat_map(|o| o.passes_fired.iter().cloned()).collect();
-    f.sort_unstable();
-    f.dedup();
-    f
 }
 
 /// Resident memory now: this process and each lane's workers.
@@ -332,7 +323,7 @@ fn process(
     }
     stats.nondeterministic += d.nondeterministic;
     stats.flaky += d.flaky;
-    if stats.record(d.test.id, &d.outcomes, &d.judgement, d.test.target_pass.as_deref(), stats.elapsed_sec) {
+    if stats.record(d.test.id, &d.outcomes, &d.fired, &d.judgement, d.test.target_pass.as_deref(), stats.elapsed_sec) {
         finding::write_invalid(&settings.out, &d.test, &d.outcomes)?;
     }
     if !d.unconfirmed.is_empty() {

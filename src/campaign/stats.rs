@@ -157,11 +157,12 @@ impl Stats {
 
     /// Counts one executed test; true when it is one of the first [`INVALID_EXAMPLES`] invalid tests (whose
     /// message `invalid_examples` keeps, and which the campaign saves under `invalid/`).
-    /// `elapsed`: campaign seconds now (for `first_fired_sec`).
+    /// `fired`: the passes it fired (sorted, each once); `elapsed`: campaign seconds now (for `first_fired_sec`).
     pub fn record(
         &mut self,
         id: u64,
         outcomes: &[Outcome],
+        fired: &[String],
         j: &Judgement,
         target_pass: Option<&str>,
         elapsed: f64,
@@ -180,9 +181,6 @@ impl Stats {
                 }
             }
         }
-        let mut fired: Vec<&str> = outcomes.iter().flat_map(|o| o.passes_fired.iter().map(String::as_str)).collect();
-        fired.sort_unstable();
-        fired.dedup();
         for (k, p) in fired.iter().enumerate() {
             *self.passes_fired.entry(p.to_string()).or_default() += 1;
             self.first_fired_sec.entry(p.to_string()).or_insert(elapsed);
@@ -195,7 +193,7 @@ impl Stats {
             self.tests_with_target_pass += 1;
             let e = self.trigger_by_pass.entry(tp.to_string()).or_default();
             e[0] += 1;
-            if fired.contains(&tp) {
+            if fired.iter().any(|f| f == tp) {
                 self.target_pass_fired += 1;
                 e[1] += 1;
             }

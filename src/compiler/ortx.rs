@@ -51,111 +51,42 @@ pub use embedded::OrtxTarget;
 
 #[cfg(feature = "python")]
 mod embedded {
-    use crate::compiler::{Config, Level, NamedTensor, Outcome, Status, Target};
-    use crate::graph::{DType, Tensor, TensorData};
-    use pyo3::prelude::*;
-    use pyo3::types::PyBytes;
-    use std::time::Instant;
+    use crate::compiler::python::{Runner, RunnerSpec};
+    use crate::compiler::{Config, Level, NamedTensor, Outcome, Target};
 
-    pub struct OrtxTarget {
-        module: Py<PyModule>,
-        version: String,
-        optional_passes: Vec<String>,
-    }
+    pub struct OrtxTarget(Runner);
 
     impl OrtxTarget {
         pub fn new() -> anyhow::Result<OrtxTarget> {
-            let site = crate::compiler::python::venv_site_packages("onnxruntime");
-            Python::attach(|py| -> anyhow::Result<OrtxTarget> {
-                let module = crate::compiler::python::load_modules(py, site.as_deref(), super::RUNNER_SOURCES)
-                    .map_err(|e| {
-                        anyhow::anyhow!(
-                            "cannot load onnxruntime.transformers ({e:#}); run scripts/setup.sh to install \
-                             onnxruntime, onnx and sympy into .venv{}",
-                            if site.is_none() { " (no .venv with onnxruntime found)" } else { "" }
-                        )
-                    })?;
-                let version: String = module.getattr("version")?.call0()?.extract()?;
-                let optional_passes: Vec<String> = module.getattr("optional_passes")?.call0()?.extract()?;
-                Ok(OrtxTarget { module: module.unbind(), version, optional_passes })
-            })
+            let spec = RunnerSpec {
+                target: super::NAME,
+                what: "onnxruntime.transformers",
+                package: "onnxruntime",
+                install: "onnxruntime, onnx and sympy",
+                sources: super::RUNNER_SOURCES,
+                // the runner applies a configuration's session options to its ORT session
+                options: true,
+            };
+            Ok(OrtxTarget(Runner::load(spec)?))
         }
     }
-
-    type WireTensor = (String, i32, Vec<i64>, Vec<u8>);
-
-    fn to_wire(t: &NamedTensor) -> Option<WireTensor> {
-        let TensorData::Raw(b) = &t.tensor.data else { return None };
-        Some((t.name.clone(), t.tensor.dtype.onnx(), t.tensor.dims.clone(), b.clone()))
-    }
-
-    type Reply = (String, String, Vec<WireTensor>, Vec<String>, Vec<String>);
 
     impl Target for OrtxTarget {
         fn name(&self) -> &'static str {
             super::NAME
         }
         fn version(&self) -> String {
-            self.version.clone()
+            self.0.version.clone()
         }
         fn default_configs(&self) -> Vec<Config> {
             vec![Config::level(Level::Disable), Config::level(Level::Basic), Config::level(Level::All)]
         }
         fn optional_passes(&self) -> Vec<String> {
-            self.optional_passes.clone()
+            self.0.optional_passes.clone()
         }
+        /// An exception inside optimize_model comes back as the optimizer's crash (the process lives on).
         fn run(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome {
-            let start = Instant::now();
-            let Some(wire) = inputs.iter().map(to_wire).collect::<Option<Vec<_>>>() else {
-                let st =
-                    Status::Error { message: "string inputs are not supported by the ort-transformers target".into() };
-                return Outcome::failed(config, st, 0.0);
-            };
-            let result = Python::attach(|py| -> PyResult<Reply> {
-                let r = self.module.bind(py).getattr("run")?.call1((
-                    PyBytes::new(py, model),
-                    wire,
-                    config.level.name(),
-                    config.disabled.clone(),
-                    config.threads,
-                    config.options.clone(),
-                ))?;
-                Ok((
-                    r.get_item("status")?.extract()?,
-                    r.get_item("message")?.extract()?,
-                    r.get_item("outputs")?.extract()?,
-                    r.get_item("fired")?.extract()?,
-                    r.get_item("ran")?.extract()?,
-                ))
-            });
-            let time_ms = start.elapsed().as_secs_f64() * 1e3;
-            match result {
-                Ok((status, message, outputs, passes_fired, passes_ran)) => Outcome {
-                    target: super::NAME.into(),
-                    config: config.clone(),
-                    status: match status.as_str() {
-                        "ok" => Status::Ok,
-                        // an exception inside optimize_model: the optimizer's crash (the process lives on)
-                        "crash" => Status::Crash { signal: None, message },
-                        _ => Status::Error { message },
-                    },
-                    outputs: outputs
-                        .into_iter()
-                        .map(|(name, code, dims, bytes)| NamedTensor {
-                            name,
-                            tensor: Tensor { dtype: DType::from_onnx(code), dims, data: TensorData::Raw(bytes) },
-                        })
-                        .collect(),
-                    passes_fired,
-                    passes_ran,
-                    time_ms,
-                },
-                Err(e) => Outcome::failed(
-                    config,
-                    Status::Error { message: format!("the ort-transformers runner failed: {e}") },
-                    time_ms,
-                ),
-            }
+            self.0.run(model, inputs, config)
         }
     }
 }

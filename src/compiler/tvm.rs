@@ -131,21 +131,10 @@ pub use embedded::TvmTarget;
 /// The target: the runner loaded into the worker's interpreter.
 #[cfg(feature = "tvm")]
 mod embedded {
-    use crate::compiler::{Config, NamedTensor, Outcome, Status, Target};
-    use crate::graph::{DType, Tensor, TensorData};
-    use pyo3::prelude::*;
-    use pyo3::types::PyBytes;
-    use std::time::Instant;
+    use crate::compiler::python::{Runner, RunnerSpec};
+    use crate::compiler::{Config, Level, NamedTensor, Outcome, Target};
 
-    use super::RUNNER_SOURCES;
-
-    pub struct TvmTarget {
-        /// The runner's entry module (the last of [`RUNNER_SOURCES`]).
-        module: Py<PyModule>,
-        version: String,
-        /// The pipeline's optional passes, as the runner lists them.
-        optional_passes: Vec<String>,
-    }
+    pub struct TvmTarget(Runner);
 
     impl TvmTarget {
         pub fn new() -> anyhow::Result<TvmTarget> {
@@ -153,27 +142,16 @@ mod embedded {
             if std::env::var_os("TVM_NUM_THREADS").is_none() {
                 std::env::set_var("TVM_NUM_THREADS", "1");
             }
-            let site = crate::compiler::python::venv_site_packages("tvm");
-            Python::attach(|py| -> anyhow::Result<TvmTarget> {
-                let module =
-                    crate::compiler::python::load_modules(py, site.as_deref(), RUNNER_SOURCES).map_err(|e| {
-                        anyhow::anyhow!(
-                            "cannot import TVM ({e:#}); run scripts/setup.sh to install apache-tvm into .venv{}",
-                            if site.is_none() { " (no .venv with tvm found)" } else { "" }
-                        )
-                    })?;
-                let version: String = module.getattr("version")?.call0()?.extract()?;
-                let optional_passes: Vec<String> = module.getattr("optional_passes")?.call0()?.extract()?;
-                Ok(TvmTarget { module: module.unbind(), version, optional_passes })
-            })
+            let spec = RunnerSpec {
+                target: "tvm",
+                what: "TVM",
+                package: "tvm",
+                install: "apache-tvm",
+                sources: super::RUNNER_SOURCES,
+                options: false,
+            };
+            Ok(TvmTarget(Runner::load(spec)?))
         }
-    }
-
-    type WireTensor = (String, i32, Vec<i64>, Vec<u8>);
-
-    fn to_wire(t: &NamedTensor) -> Option<WireTensor> {
-        let TensorData::Raw(b) = &t.tensor.data else { return None };
-        Some((t.name.clone(), t.tensor.dtype.onnx(), t.tensor.dims.clone(), b.clone()))
     }
 
     impl Target for TvmTarget {
@@ -181,59 +159,17 @@ mod embedded {
             "tvm"
         }
         fn version(&self) -> String {
-            self.version.clone()
+            self.0.version.clone()
         }
         fn default_configs(&self) -> Vec<Config> {
-            use crate::compiler::Level;
             vec![Config::level(Level::Disable), Config::level(Level::All)]
         }
+        /// The pipeline's optional passes, as the runner lists them.
         fn optional_passes(&self) -> Vec<String> {
-            self.optional_passes.clone()
+            self.0.optional_passes.clone()
         }
         fn run(&mut self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome {
-            let start = Instant::now();
-            let Some(wire) = inputs.iter().map(to_wire).collect::<Option<Vec<_>>>() else {
-                let st = Status::Error { message: "string inputs are not supported by the tvm target".into() };
-                return Outcome::failed(config, st, 0.0);
-            };
-            let result =
-                Python::attach(|py| -> PyResult<(String, String, Vec<WireTensor>, Vec<String>, Vec<String>)> {
-                    let r = self.module.bind(py).getattr("run")?.call1((
-                        PyBytes::new(py, model),
-                        wire,
-                        config.level.name(),
-                        config.disabled.clone(),
-                        config.threads,
-                    ))?;
-                    Ok((
-                        r.get_item("status")?.extract()?,
-                        r.get_item("message")?.extract()?,
-                        r.get_item("outputs")?.extract()?,
-                        r.get_item("fired")?.extract()?,
-                        r.get_item("ran")?.extract()?,
-                    ))
-                });
-            let time_ms = start.elapsed().as_secs_f64() * 1e3;
-            match result {
-                Ok((status, message, outputs, passes_fired, passes_ran)) => Outcome {
-                    target: "tvm".into(),
-                    config: config.clone(),
-                    status: if status == "ok" { Status::Ok } else { Status::Error { message } },
-                    outputs: outputs
-                        .into_iter()
-                        .map(|(name, code, dims, bytes)| NamedTensor {
-                            name,
-                            tensor: Tensor { dtype: DType::from_onnx(code), dims, data: TensorData::Raw(bytes) },
-                        })
-                        .collect(),
-                    passes_fired,
-                    passes_ran,
-                    time_ms,
-                },
-                Err(e) => {
-                    Outcome::failed(config, Status::Error { message: format!("the TVM runner failed: {e}") }, time_ms)
-                }
-            }
+            self.0.run(model, inputs, config)
         }
     }
 }

@@ -55,6 +55,14 @@ impl Names {
         self.index.insert(name.to_string(), self.list.len() as u32 - 1);
         self.list.len() as u32 - 1
     }
+
+    /// The ids of these names, sorted, each once.
+    fn ids(&mut self, names: &[String]) -> Vec<u32> {
+        let mut ids: Vec<u32> = names.iter().map(|p| self.id(p)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
 }
 
 /// What the campaign's tests fired, up to some test.
@@ -102,6 +110,8 @@ pub struct Coverage {
     live: Mutex<Live>,
     /// Test id -> its splice attempts (pattern, worked), noted when the test is made, counted at its feedback.
     attempts: Mutex<HashMap<u64, Vec<(usize, bool)>>>,
+    /// What the tests before the first boundary see: no counts yet (and all that `uniform` ever sees).
+    empty: Arc<Frozen>,
 }
 
 impl Coverage {
@@ -115,11 +125,10 @@ impl Coverage {
         }
         let live = Live { names, counts: Counts::default(), last_fed: None, frozen: BTreeMap::new() };
         let (live, attempts) = (Mutex::new(live), Mutex::default());
-        Coverage { schedule, pattern_pass, per_pass, stride: stride.max(1), live, attempts }
-    }
-
-    pub fn schedule(&self) -> Schedule {
-        self.schedule
+        let empty = Arc::new(Frozen { counts: Counts::default(), cumulative: Vec::new() });
+        let mut c = Coverage { schedule, pattern_pass, per_pass, stride: stride.max(1), live, attempts, empty };
+        c.empty = Arc::new(c.freeze(&Counts::default()));
+        c
     }
 
     /// The epoch boundary whose counts test `id` uses.
@@ -130,16 +139,15 @@ impl Coverage {
 
     /// Notes that making test `id` tried to splice pattern `k` (`worked`: into a valid graph).
     pub fn attempted(&self, id: u64, k: usize, worked: bool) {
+        if self.schedule == Schedule::Uniform {
+            return; // nothing draws on the counts
+        }
         self.attempts.lock().unwrap_or_else(|e| e.into_inner()).entry(id).or_default().push((k, worked));
     }
 
     /// The ids of these passes (for the seed pool), counting nothing.
     pub fn ids(&self, fired: &[String]) -> Arc<[u32]> {
-        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        let mut ids: Vec<u32> = fired.iter().map(|p| live.names.id(p)).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids.into()
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).names.ids(fired).into()
     }
 
     /// Told, in test-id order, the passes test `id` fired (`built_for`: the pass it was made to fire). Returns
@@ -147,6 +155,10 @@ impl Coverage {
     pub fn feed(&self, id: u64, built_for: Option<&str>, fired: &[String]) -> Arc<[u32]> {
         let mut guard = self.live.lock().unwrap_or_else(|e| e.into_inner());
         let live = &mut *guard;
+        let ids = live.names.ids(fired);
+        if self.schedule == Schedule::Uniform {
+            return ids.into(); // nothing draws on the counts
+        }
         // freeze the counts of every boundary this id crosses: they hold exactly the tests below it
         let epoch = EPOCH * self.stride;
         let first = live.last_fed.map_or(epoch, |l| (l / epoch + 1) * epoch);
@@ -161,18 +173,15 @@ impl Coverage {
         let keep = self.boundary(id + 1);
         live.frozen.retain(|&b, _| b >= keep);
         let tried = self.attempts.lock().unwrap_or_else(|e| e.into_inner()).remove(&id).unwrap_or_default();
-        live.counts.spliced.resize(self.pattern_pass.len(), [0, 0]);
-        for (k, worked) in tried {
-            live.counts.spliced[k][0] += 1;
-            live.counts.spliced[k][1] += worked as u64;
-        }
-        let mut ids: Vec<u32> = fired.iter().map(|p| live.names.id(p)).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let c = &mut live.counts;
-        let n = live.names.list.len();
+        let built_for = built_for.map(|p| live.names.id(p));
+        let (c, n) = (&mut live.counts, live.names.list.len());
         c.fired.resize(n, 0);
         c.built.resize(n, [0, 0]);
+        c.spliced.resize(self.pattern_pass.len(), [0, 0]);
+        for (k, worked) in tried {
+            c.spliced[k][0] += 1;
+            c.spliced[k][1] += worked as u64;
+        }
         for (k, &a) in ids.iter().enumerate() {
             c.fired[a as usize] += 1;
             for &b in &ids[k + 1..] {
@@ -180,8 +189,6 @@ impl Coverage {
             }
         }
         if let Some(p) = built_for {
-            let p = live.names.id(p);
-            c.built.resize(live.names.list.len(), [0, 0]);
             c.built[p as usize][0] += 1;
             c.built[p as usize][1] += ids.contains(&p) as u64;
         }
@@ -191,10 +198,10 @@ impl Coverage {
     /// The counts test `id` may use.
     pub fn view(&self, id: u64) -> Arc<Frozen> {
         let b = self.boundary(id);
-        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        if b == 0 {
-            return Arc::new(self.freeze(&Counts::default()));
+        if b == 0 || self.schedule == Schedule::Uniform {
+            return self.empty.clone();
         }
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(f) = live.frozen.get(&b) {
             return f.clone();
         }
