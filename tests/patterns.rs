@@ -127,3 +127,78 @@ fn extraction_from_a_pytest_suite_keeps_the_test_as_provenance() {
     assert!(pats.iter().any(|p| p.meta.pass == "ConvActivationFusion"), "the Conv+Relu test's fusion is extracted");
     assert!(pats.iter().any(|p| p.meta.pass == "EliminateIdentity"));
 }
+
+/// The library patterns of one pass in `dir`.
+fn patterns_of(dir: &Path, pass: &str) -> Vec<Pattern> {
+    let files = oatest::util::onnx_files(dir).unwrap_or_default();
+    files.iter().map(|f| Pattern::load(f).unwrap()).filter(|p| p.meta.pass == pass).collect()
+}
+
+#[test]
+fn repair_makes_fast_gelu_fire_its_fusion_and_says_so_in_provenance() {
+    // ORT's fusion/fast_gelu.onnx (opset 10, vendored) fires only generic passes in a standard 1.31 session:
+    // once EliminateIdentity drops the trailing Identity, the chain's last Mul produces a graph output, which
+    // FastGeluFusion refuses. Its test names FastGeluFusion, so extraction repairs the model until it fires.
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(models.join("fusion")).unwrap();
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ort-transform-testdata");
+    std::fs::copy(corpus.join("fusion/fast_gelu.onnx"), models.join("fusion/fast_gelu.onnx")).unwrap();
+    std::fs::write(models.join("PAIRS-from-test-sources.tsv"), "fusion/fast_gelu.onnx\tFastGeluFusion\n").unwrap();
+    let extract = |out: &Path, more: &[&str]| {
+        let (m, o) = (models.to_str().unwrap(), out.to_str().unwrap());
+        let args =
+            [&["extract", "ort", "--models", m, "--out", o, "--jobs", "1", "--upgrade-opset", "0"], more].concat();
+        let run = oatest(&args);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        String::from_utf8_lossy(&run.stdout).to_string()
+    };
+    let plain = dir.path().join("plain");
+    extract(&plain, &["--no-repair"]);
+    assert!(patterns_of(&plain, "FastGeluFusion").is_empty(), "the model as it is does not fire FastGeluFusion");
+
+    let repaired = dir.path().join("repaired");
+    let summary = extract(&repaired, &[]);
+    assert!(summary.contains("1 of 1 models repaired"), "{summary}");
+    let fast = patterns_of(&repaired, "FastGeluFusion");
+    assert!(!fast.is_empty(), "{summary}");
+    let mut spec = WorkerSpec::new(TargetKind::Ort).unwrap();
+    spec.exe = PathBuf::from(env!("CARGO_BIN_EXE_oatest"));
+    let mut w = Worker::start(spec).expect("ORT worker (run scripts/setup.sh)");
+    for p in &fast {
+        let sources: Vec<&str> = p.meta.provenance.iter().map(|s| s.source.as_str()).collect();
+        assert_eq!(sources, ["fusion/fast_gelu.onnx (repaired: consume)"]);
+        assert_eq!(p.meta.provenance[0].test.as_deref(), Some("FastGeluFusion"));
+        assert!(verify(&mut w, p), "a repaired pattern fires FastGeluFusion on its own");
+    }
+}
+
+#[test]
+fn upgrading_the_opset_keeps_patterns_whose_ops_changed_signature() {
+    // Unsqueeze took its axes as an attribute before opset 13 and as an input since: bumping the opset number of
+    // an opset-12 pattern breaks it, onnx's version converter does not
+    let mut g = Graph::new("g");
+    g.add_input("x", TensorType::new(DType::F32, &[3]));
+    let unsq = Node::new("u", OpId::onnx("Unsqueeze"), vec!["x".into()], vec!["u".into()])
+        .with_attr("axes", oatest::graph::Attr::Ints(vec![0]));
+    g.add_node(unsq).unwrap();
+    g.add_node(Node::new("id", OpId::onnx("Identity"), vec!["u".into()], vec!["i".into()])).unwrap();
+    g.add_node(Node::new("abs", OpId::onnx("Abs"), vec!["i".into()], vec!["y".into()])).unwrap();
+    g.add_output("y", TensorType::new(DType::F32, &[1, 3]));
+    let mut m = Model::new(g);
+    m.opsets.insert(String::new(), 12);
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    onnx::save(&m, &models.join("unsqueeze12.onnx")).unwrap();
+    let out = dir.path().join("lib");
+    let (mo, o) = (models.to_str().unwrap(), out.to_str().unwrap());
+    let run = oatest(&["extract", "ort", "--models", mo, "--out", o, "--jobs", "1"]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let ids = patterns_of(&out, "EliminateIdentity");
+    let opsets: Vec<i64> = ids.iter().map(|p| p.model.opset()).collect();
+    assert!(opsets.contains(&12) && opsets.contains(&20), "{opsets:?}");
+    for p in ids.iter().filter(|p| p.model.opset() == 20) {
+        assert_eq!(p.meta.provenance[0].source, "unsqueeze12.onnx (upgraded: opset 12 -> 20)");
+    }
+}

@@ -132,13 +132,17 @@ pub fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
             anyhow::ensure!(n > 0, "{}: no {first} patterns", dir.display());
             let mut spec = WorkerSpec::new(s.target.first().clone())?;
             spec.ort_lib = s.ort_lib.clone();
-            let usable = crate::synth::usable::usable_ort_patterns(&spec, s.jobs, patterns, cfg.opset)?;
+            let (usable, lost) = crate::synth::usable::usable_ort_patterns(&spec, s.jobs, patterns, cfg.opset)?;
             eprintln!(
                 "{} of {n} patterns in {} still fire at opset {}: synthesizing from them",
                 usable.len(),
                 dir.display(),
                 cfg.opset
             );
+            if !lost.is_empty() {
+                let list: Vec<String> = lost.iter().map(|(pass, why)| format!("{pass} ({why})")).collect();
+                eprintln!("passes of the library no test targets: {}", list.join(", "));
+            }
             anyhow::ensure!(!usable.is_empty(), "no usable patterns");
             let mut synth = SynthSource::new(s.seed, cfg, usable, s.schedule, s.shard.count);
             if let Some(dir) = &s.seeds_dir {

@@ -54,6 +54,14 @@ pub struct OrtArgs {
     pub jobs: Option<usize>,
     #[arg(long)]
     pub ort_lib: Option<PathBuf>,
+    /// Do not repair corpus models that miss the pass their test names (PAIRS-from-test-sources.tsv) with
+    /// cheap rewrites (python/oatest_repair.py: outputs given a consumer, concrete dims, opset upgrade).
+    #[arg(long)]
+    pub no_repair: bool,
+    /// Also keep every pattern below this ai.onnx opset upgraded to it with onnx's version converter, when it
+    /// still fires its pass (campaigns write seeds at opset 20); 0 turns it off.
+    #[arg(long, default_value_t = crate::graph::DEFAULT_OPSET)]
+    pub upgrade_opset: i64,
 }
 
 impl OrtArgs {
@@ -70,6 +78,8 @@ impl OrtArgs {
             out: self.out,
             jobs: self.jobs,
             ort_lib: self.ort_lib,
+            repair: !self.no_repair,
+            upgrade_opset: (self.upgrade_opset > 0).then_some(self.upgrade_opset),
         })
     }
 }

@@ -8,7 +8,7 @@ pub use crate::compiler::rules::container_of;
 use crate::compiler::rules::RULE_CONTAINERS;
 use crate::compiler::worker::Worker;
 use crate::compiler::{inputs, Config, Level, NamedTensor, Status};
-use crate::graph::{onnx, Graph, Model, NodeId, TensorType, ValueType};
+use crate::graph::{onnx, DType, Graph, Model, Node, NodeId, OpId, TensorType, ValueType};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// Which granularities to cut for a pass (data; passes not listed get both).
@@ -229,15 +229,48 @@ pub fn extract_model(
                 res.rejected += 1;
                 continue;
             };
+            let consumed = consume_outputs(&g);
             let p = make_pattern(&model, g, pass, gran, &version, provenance.clone());
             if verify(w, &p) {
                 res.patterns.push(p);
-            } else {
-                res.rejected += 1;
+                continue;
+            }
+            // a fusion that refuses to rewrite a node producing a graph output fires once the outputs are read
+            match consumed.map(|g| make_pattern(&model, g, pass, gran, &version, provenance.clone())) {
+                Some(q) if verify(w, &q) => res.patterns.push(q),
+                _ => res.rejected += 1,
             }
         }
     }
     Ok(res)
+}
+
+/// The graph with every output a node produces read by one more node (`Abs`, `Not` for bool), the output keeping
+/// its name; `None` when no output is produced by a node. Some fusions (FastGeluFusion) refuse to rewrite a node
+/// whose output is a graph output, which the outputs of a pattern spliced into a seed never are.
+pub fn consume_outputs(g: &Graph) -> Option<Graph> {
+    let produced: Vec<String> = g.outputs.iter().filter(|o| g.producer(o).is_some()).cloned().collect();
+    if produced.is_empty() {
+        return None;
+    }
+    let pre = |n: &str| format!("{n}__consumed");
+    let rename = |n: &String| if produced.contains(n) { pre(n) } else { n.clone() };
+    let mut out = Graph::new(g.name.clone());
+    (out.inputs, out.outputs) = (g.inputs.clone(), g.outputs.clone());
+    (out.initializers, out.types) = (g.initializers.clone(), g.types.clone());
+    for node in g.nodes_in_order().ok()? {
+        let mut n = node.clone();
+        n.inputs = n.inputs.iter().map(rename).collect();
+        n.outputs = n.outputs.iter().map(rename).collect();
+        out.add_node(n).ok()?;
+    }
+    for o in &produced {
+        let ty = g.tensor_type(o)?;
+        out.types.insert(pre(o), ValueType::Tensor(ty.clone()));
+        let op = OpId::onnx(if ty.dtype == DType::Bool { "Not" } else { "Abs" });
+        out.add_node(Node::new(format!("{o}__consumer"), op, vec![pre(o)], vec![o.clone()])).ok()?;
+    }
+    Some(out)
 }
 
 /// The graph after `pass` alone (other fired passes disabled); `None` if the pass does not fire alone.

@@ -4,6 +4,7 @@
 use super::capture::{capture_pytest, capture_tvm_files, plugin_path, python_or_default, tvm_test_files};
 use super::extract::extract_model;
 use super::relax::RelaxPattern;
+use super::repair;
 use super::{Pattern, Provenance};
 use crate::compiler::worker::{Pool, WorkerSpec};
 use crate::compiler::TargetKind;
@@ -27,6 +28,10 @@ pub struct OrtExtraction {
     /// Workers (None: one per core); never more than there are models.
     pub jobs: Option<usize>,
     pub ort_lib: Option<PathBuf>,
+    /// Repair corpus models that do not fire the pass their test names (`repair.rs`).
+    pub repair: bool,
+    /// Also keep each pattern below this ai.onnx opset upgraded to it, when it still fires (`repair.rs`).
+    pub upgrade_opset: Option<i64>,
 }
 
 /// What an ORT extraction did.
@@ -39,6 +44,11 @@ pub struct OrtSummary {
     pub verified: usize,
     pub unique: usize,
     pub passes: usize,
+    /// Corpus models that fired their test's pass only once repaired, of those that did not fire it.
+    pub repaired: usize,
+    pub missed: usize,
+    /// Patterns added by upgrading the opset.
+    pub upgraded: usize,
     pub out: PathBuf,
     pub secs: f64,
 }
@@ -48,7 +58,8 @@ impl fmt::Display for OrtSummary {
         write!(
             f,
             "{} models ({} skipped): {} (graph, pass) pairs, {} candidate patterns, {} verified, \
-             {} unique over {} passes, written to {} in {:.1}s",
+             {} unique over {} passes ({} of {} models repaired to fire their test's pass, {} patterns added \
+             by upgrading the opset), written to {} in {:.1}s",
             self.models,
             self.skipped,
             self.pairs,
@@ -56,6 +67,9 @@ impl fmt::Display for OrtSummary {
             self.verified,
             self.unique,
             self.passes,
+            self.repaired,
+            self.missed,
+            self.upgraded,
             self.out.display(),
             self.secs
         )
@@ -80,13 +94,18 @@ fn test_hints(models: &Path) -> BTreeMap<String, String> {
 pub fn extract_ort(cfg: &OrtExtraction) -> anyhow::Result<OrtSummary> {
     let start = Instant::now();
     let mut items: Vec<(PathBuf, Provenance)> = Vec::new();
+    // corpus models whose test names the passes they were written for (candidates for repair)
+    let mut hinted: BTreeMap<String, (PathBuf, Provenance)> = BTreeMap::new();
     if let Some(models) = &cfg.models {
         let files = crate::util::onnx_files(models)?;
         anyhow::ensure!(!files.is_empty(), "--models {}: no .onnx files", models.display());
         let hints = test_hints(models);
         items.extend(files.into_iter().map(|f| {
             let rel = f.strip_prefix(models).unwrap_or(&f).display().to_string();
-            let prov = Provenance { test: hints.get(&rel).cloned(), source: rel };
+            let prov = Provenance { test: hints.get(&rel).cloned(), source: rel.clone() };
+            if prov.test.is_some() {
+                hinted.insert(rel, (f.clone(), prov.clone()));
+            }
             (f, prov)
         }));
     }
@@ -111,7 +130,25 @@ pub fn extract_ort(cfg: &OrtExtraction) -> anyhow::Result<OrtSummary> {
     });
     let (mut pairs, mut candidates, mut verified, mut skipped) = (0, 0, 0, 0);
     let mut library: BTreeMap<String, Pattern> = BTreeMap::new();
-    for (rel, r) in results {
+    let mut misses = Vec::new();
+    for (rel, r) in &results {
+        if let (Some((path, prov)), Ok(res)) = (hinted.get(rel), r) {
+            let hints = prov.test.as_deref().unwrap_or_default().split(',');
+            let wanted: Vec<String> = hints
+                .map(repair::pass_names)
+                .filter(|names| !names.iter().any(|n| res.pairs.contains(n)))
+                .flatten()
+                .collect();
+            if cfg.repair && !wanted.is_empty() {
+                misses.push(repair::Miss { path: path.clone(), provenance: prov.clone(), wanted });
+            }
+        }
+    }
+    let python = python_or_default(&cfg.python);
+    let missed = misses.len();
+    let repaired = repair::repair_models(&pool, &python, crate::graph::DEFAULT_OPSET, misses, tmp.path())?;
+    let n_repaired = repaired.len();
+    for (rel, r) in results.into_iter().chain(repaired) {
         match r {
             Ok(res) => {
                 pairs += res.pairs.len();
@@ -136,6 +173,20 @@ pub fn extract_ort(cfg: &OrtExtraction) -> anyhow::Result<OrtSummary> {
             }
         }
     }
+    let mut upgraded = 0;
+    if let Some(opset) = cfg.upgrade_opset {
+        // patterns with large constants are left as they are: campaigns do not splice them
+        let small = |p: &&Pattern| {
+            p.model.graph.initializers.values().map(|t| t.raw().map_or(0, |r| r.len())).sum::<usize>() <= 64 << 10
+        };
+        let below: Vec<Pattern> = library.values().filter(|p| p.model.opset() < opset).filter(small).cloned().collect();
+        for p in repair::upgrade_patterns(&pool, &python, opset, below)? {
+            if !library.contains_key(&p.meta.key) {
+                library.insert(p.meta.key.clone(), p);
+                upgraded += 1;
+            }
+        }
+    }
     write_library(&cfg.out, &library)?;
     let passes: BTreeSet<&str> = library.values().map(|p| p.meta.pass.as_str()).collect();
     Ok(OrtSummary {
@@ -146,6 +197,9 @@ pub fn extract_ort(cfg: &OrtExtraction) -> anyhow::Result<OrtSummary> {
         verified,
         unique: library.len(),
         passes: passes.len(),
+        repaired: n_repaired,
+        missed,
+        upgraded,
         out: cfg.out.clone(),
         secs: start.elapsed().as_secs_f64(),
     })

@@ -5,6 +5,7 @@
 pub mod capture;
 pub mod extract;
 pub mod library;
+pub mod repair;
 
 use crate::graph::{onnx, DType, Graph, Model, TensorType};
 use anyhow::Context;

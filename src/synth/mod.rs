@@ -237,6 +237,16 @@ pub fn splice(
             out.types.insert(n.clone(), t.clone());
         }
     }
+    // the pattern's own declared types of its inner values (what ops the catalog does not know, such as
+    // Dropout or MatMulInteger, are typed by): they hold unless abstract reuse changed its shapes
+    if abstract_types.is_empty() {
+        for (n, t) in pg.types.iter().filter(|(n, _)| !pg.inputs.contains(n) && !pg.outputs.contains(n)) {
+            let r = rename(n);
+            if !out.types.contains_key(&r) && out.is_defined(&r) {
+                out.types.insert(r, t.clone());
+            }
+        }
+    }
     check_graph(&out, false).map_err(|e| format!("spliced graph is invalid: {e}"))?;
 
     let mut m = Model::new(out);

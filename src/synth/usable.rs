@@ -17,34 +17,56 @@ fn constant_bytes(p: &crate::pattern::Pattern) -> usize {
 }
 
 /// The patterns of a library that still fire their pass when placed in a model of ai.onnx opset `opset`
-/// (seeds are written at that opset): each is bumped to max(its opset, `opset`) and verified in a worker.
+/// (seeds are written at that opset): each is bumped to max(its opset, `opset`) and verified in a worker. Also
+/// returns the passes none of whose patterns is usable, each with why (`too large`, `does not fire at opset N`).
 pub fn usable_ort_patterns(
     spec: &crate::compiler::worker::WorkerSpec,
     jobs: usize,
     patterns: Vec<crate::pattern::Pattern>,
     opset: i64,
-) -> anyhow::Result<Vec<crate::pattern::Pattern>> {
+) -> anyhow::Result<(Vec<crate::pattern::Pattern>, Vec<(String, String)>)> {
     let pool = crate::compiler::worker::Pool::start(spec, jobs.clamp(1, patterns.len().max(1)))?;
-    let bumped: Vec<crate::pattern::Pattern> = patterns
+    let mut why: std::collections::BTreeMap<String, [usize; 3]> = Default::default();
+    let small = |p: &crate::pattern::Pattern| {
+        p.model.graph.node_count() <= MAX_PATTERN_NODES
+            && constant_bytes(p) <= MAX_PATTERN_CONST_BYTES
+            && p.meta
+                .inputs
+                .iter()
+                .chain(&p.meta.outputs)
+                .all(|port| port.ty.numel().is_some_and(|n| n > 0 && n <= MAX_PORT_ELEMS))
+    };
+    let mut bumped = Vec::new();
+    for mut p in patterns {
+        let e = why.entry(p.meta.pass.clone()).or_default();
+        e[0] += 1;
+        if !small(&p) {
+            e[1] += 1;
+            continue;
+        }
+        let old = p.model.opsets.remove("ai.onnx");
+        let v = p.model.opsets.entry(String::new()).or_insert(old.unwrap_or(opset));
+        *v = (*v).max(opset);
+        bumped.push(p);
+    }
+    let ok: Vec<crate::pattern::Pattern> =
+        pool.map(bumped, |w, p| crate::pattern::extract::verify(w, &p).then_some(p)).into_iter().flatten().collect();
+    for p in &ok {
+        why.entry(p.meta.pass.clone()).or_default()[2] += 1;
+    }
+    let lost = why
         .into_iter()
-        .filter(|p| {
-            p.model.graph.node_count() <= MAX_PATTERN_NODES
-                && constant_bytes(p) <= MAX_PATTERN_CONST_BYTES
-                && p.meta
-                    .inputs
-                    .iter()
-                    .chain(&p.meta.outputs)
-                    .all(|port| port.ty.numel().is_some_and(|n| n > 0 && n <= MAX_PORT_ELEMS))
-        })
-        .map(|mut p| {
-            let old = p.model.opsets.remove("ai.onnx");
-            let v = p.model.opsets.entry(String::new()).or_insert(old.unwrap_or(opset));
-            *v = (*v).max(opset);
-            p
+        .filter(|(_, [_, _, usable])| *usable == 0)
+        .map(|(pass, [total, big, _])| {
+            let reason = match big {
+                0 => format!("{total} do not fire at opset {opset}"),
+                b if b == total => format!("{total} too large or without static ports"),
+                b => format!("{b} too large, {} do not fire at opset {opset}", total - b),
+            };
+            (pass, reason)
         })
         .collect();
-    let ok = pool.map(bumped, |w, p| crate::pattern::extract::verify(w, &p).then_some(p));
-    Ok(ok.into_iter().flatten().collect())
+    Ok((ok, lost))
 }
 
 /// Why a pattern is not used for synthesis (see [`check_library`]).
