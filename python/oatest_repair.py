@@ -104,7 +104,26 @@ def symbolic(m):
 def upgrade(m, opset):
     if onnx_opset(m) >= opset:
         raise ValueError(f"already at opset {onnx_opset(m)}")
-    return version_converter.convert_version(m, opset)
+    return constants_as_initializers(version_converter.convert_version(m, opset))
+
+
+def constants_as_initializers(m):
+    """The converter writes moved attributes (Unsqueeze's axes, Slice's ends, ...) as Constant nodes; oatest's
+    op catalog reads such operands from initializers."""
+    g = m.graph
+    keep = []
+    for n in g.node:
+        value = [a for a in n.attribute if a.name == "value"]
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and len(value) == 1 and len(n.output) == 1:
+            t = onnx.TensorProto()
+            t.CopyFrom(value[0].t)
+            t.name = n.output[0]
+            g.initializer.append(t)
+        else:
+            keep.append(n)
+    del g.node[:]
+    g.node.extend(keep)
+    return m
 
 
 def toposort(m):

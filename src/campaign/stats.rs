@@ -116,6 +116,10 @@ pub struct Stats {
     pub entries_by_class: BTreeMap<String, u64>,
     /// (elapsed_sec, tests_executed) samples, for the throughput plot.
     pub timeline: Vec<(f64, u64)>,
+    /// (elapsed_sec, distinct passes fired, distinct pass pairs) samples, with the throughput samples: how
+    /// coverage grew (empty in merged shards, whose union over time is not known).
+    #[serde(default)]
+    pub coverage_timeline: Vec<(f64, u64, u64)>,
     /// Resident memory over time (every [`MEMORY_EVERY_SEC`] seconds, thinned to at most [`MAX_SAMPLES`]
     /// points), for memory.svg.
     #[serde(default)]
@@ -224,6 +228,8 @@ impl Stats {
     pub fn sample(&mut self, elapsed: f64) {
         self.timeline.push((elapsed, self.tests_executed));
         thin(&mut self.timeline);
+        self.coverage_timeline.push((elapsed, self.passes_fired.len() as u64, self.pass_pairs.len() as u64));
+        thin(&mut self.coverage_timeline);
     }
 
     /// Adds a memory sample (bounded like the timeline) and keeps the maxima.

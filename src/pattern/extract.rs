@@ -79,7 +79,14 @@ pub fn cut(original: &Graph, nodes: &BTreeSet<NodeId>, types: &HashMap<String, T
         }
     }
     for &id in &order {
-        g.add_node(original.node(id).clone()).ok()?;
+        let node = original.node(id);
+        // values of ops the catalog does not know keep their run types (splicing types every value)
+        if crate::ops::lookup(&node.op.domain, &node.op.name).is_none() {
+            for o in node.outputs.iter().filter_map(|o| Some((o, types.get(o)?))) {
+                g.types.insert(o.0.clone(), o.1.clone().into());
+            }
+        }
+        g.add_node(node.clone()).ok()?;
     }
     let read_outside = |v: &str| {
         original.outputs.iter().any(|o| o == v) || original.consumers(v).iter().any(|(c, _)| !nodes.contains(c))

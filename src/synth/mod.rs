@@ -273,9 +273,8 @@ pub fn splice(
 /// Output types of a pattern graph, recomputed by catalog inference (every op must be known).
 fn check_graph_outputs(g: &Graph) -> Option<HashMap<String, TensorType>> {
     let mut probe = g.clone();
-    for o in &g.outputs {
-        probe.types.shift_remove(o);
-    }
+    // only the inputs' types hold: inner and output types are what inference recomputes
+    probe.types.retain(|n, _| g.inputs.contains(n));
     let types = crate::ops::infer_types(&probe, true).ok()?;
     let set: HashSet<&String> = g.outputs.iter().collect();
     Some(types.into_iter().filter(|(k, _)| set.contains(k)).collect())

@@ -12,12 +12,38 @@ const MAX_PATTERN_NODES: usize = 32;
 const MAX_PATTERN_CONST_BYTES: usize = 64 << 10;
 const MAX_PORT_ELEMS: usize = 8192;
 
+/// Symbolic and empty dims (a captured model's batch size, which extraction ran as 0) fixed to 1 in a pattern's
+/// graph inputs and outputs and its ports, so that it can be fed and spliced; inner values declared with such
+/// dims lose that declaration. Verification then tells whether the pattern still fires.
+fn concretize(p: &mut crate::pattern::Pattern) {
+    use crate::graph::{Dim, TensorType, ValueType};
+    let free = |d: &Dim| matches!(d, Dim::Sym(_) | Dim::Fixed(0));
+    let symbolic = |t: &TensorType| t.shape.as_ref().is_some_and(|s| s.iter().any(free));
+    let fix = |t: &mut TensorType| {
+        for d in t.shape.iter_mut().flatten().filter(|d| free(d)) {
+            *d = Dim::Fixed(1);
+        }
+    };
+    let g = &mut p.model.graph;
+    let io: Vec<String> = g.inputs.iter().chain(&g.outputs).cloned().collect();
+    g.types.retain(|n, vt| io.contains(n) || !matches!(vt, ValueType::Tensor(t) if symbolic(t)));
+    for n in &io {
+        if let Some(ValueType::Tensor(t)) = g.types.get_mut(n) {
+            fix(t);
+        }
+    }
+    for port in p.meta.inputs.iter_mut().chain(p.meta.outputs.iter_mut()) {
+        fix(&mut port.ty);
+    }
+}
+
 fn constant_bytes(p: &crate::pattern::Pattern) -> usize {
     p.model.graph.initializers.values().map(|t| t.raw().map_or(0, |r| r.len())).sum()
 }
 
 /// The patterns of a library that still fire their pass when placed in a model of ai.onnx opset `opset`
-/// (seeds are written at that opset): each is bumped to max(its opset, `opset`) and verified in a worker. Also
+/// (seeds are written at that opset): each is bumped to max(its opset, `opset`), its symbolic port dims fixed to
+/// 1, and verified in a worker. Also
 /// returns the passes none of whose patterns is usable, each with why (`too large`, `does not fire at opset N`).
 pub fn usable_ort_patterns(
     spec: &crate::compiler::worker::WorkerSpec,
@@ -38,6 +64,7 @@ pub fn usable_ort_patterns(
     };
     let mut bumped = Vec::new();
     for mut p in patterns {
+        concretize(&mut p);
         let e = why.entry(p.meta.pass.clone()).or_default();
         e[0] += 1;
         if !small(&p) {

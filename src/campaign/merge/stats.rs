@@ -93,6 +93,7 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             triaged_by_class,
             entries_by_class: _,
             timeline: _,
+            coverage_timeline: _,
             worker_wait_sec,
             worker_lane_sec,
             fuzzer_cpu_sec,
