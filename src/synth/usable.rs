@@ -299,4 +299,38 @@ mod tests {
         assert_eq!(left, [false, false, true, true, true, true]);
         assert!(other.exists(), "only check files are pruned");
     }
+
+    #[test]
+    fn symbolic_and_empty_port_dims_become_one_and_inner_declarations_using_them_go() {
+        use crate::graph::{DType, Dim, Graph, Model, Node, OpId, TensorType};
+        use crate::pattern::{abstract_type, Granularity, Pattern, PatternMeta, Port};
+        let ty =
+            TensorType { dtype: DType::F32, shape: Some(vec![Dim::Sym("N".into()), Dim::Fixed(0), Dim::Fixed(4)]) };
+        let mut g = Graph::new("p");
+        g.add_input("x", ty.clone());
+        g.add_node(Node::new("a", OpId::onnx("Abs"), vec!["x".into()], vec!["a".into()])).unwrap();
+        g.add_node(Node::new("r", OpId::onnx("Relu"), vec!["a".into()], vec!["y".into()])).unwrap();
+        g.types.insert("a".into(), ty.clone().into());
+        g.types.insert("kept".into(), TensorType::new(DType::F32, &[2]).into());
+        g.add_output("y", ty.clone());
+        let port = |n: &str| Port { name: n.into(), ty: ty.clone(), abstract_ty: abstract_type(&ty, &[]) };
+        let meta = PatternMeta {
+            format: 1,
+            compiler: "ort".into(),
+            compiler_version: "x".into(),
+            pass: "P".into(),
+            granularity: Granularity::Block,
+            inputs: vec![port("x")],
+            outputs: vec![port("y")],
+            provenance: vec![],
+            key: String::new(),
+        };
+        let mut p = Pattern { model: Model::new(g), meta };
+        super::concretize(&mut p);
+        let fixed = TensorType::new(DType::F32, &[1, 1, 4]);
+        let g = &p.model.graph;
+        assert_eq!((g.tensor_type("x"), g.tensor_type("y")), (Some(fixed.clone()), Some(fixed.clone())));
+        assert_eq!(p.meta.inputs[0].ty.numel(), Some(4));
+        assert!(!g.types.contains_key("a") && g.types.contains_key("kept"));
+    }
 }
