@@ -37,14 +37,60 @@ fn concretize(p: &mut crate::pattern::Pattern) {
     }
 }
 
+/// A pattern whose ports exceed [`MAX_PORT_ELEMS`] with its inputs' spatial dims (from the third on) cut to 8 and,
+/// if still too large, the first dim to 1, its outputs re-inferred by the op catalog (every op must be known);
+/// false, and the pattern unchanged, when that is not possible. Verification then tells whether it still fires.
+fn shrink(p: &mut crate::pattern::Pattern) -> bool {
+    use crate::graph::{Dim, ValueType};
+    let too_big = |p: &crate::pattern::Pattern| {
+        p.meta.inputs.iter().chain(&p.meta.outputs).any(|port| port.ty.numel().is_some_and(|n| n > MAX_PORT_ELEMS))
+    };
+    if !too_big(p) {
+        return false;
+    }
+    let mut g = p.model.graph.clone();
+    for round in 0..2 {
+        for name in g.inputs.clone() {
+            let Some(ValueType::Tensor(t)) = g.types.get_mut(&name) else { continue };
+            for (k, d) in t.shape.iter_mut().flatten().enumerate() {
+                match (round, k, &d) {
+                    (0, 2.., Dim::Fixed(n)) if *n > 8 => *d = Dim::Fixed(8),
+                    (1, 0, Dim::Fixed(n)) if *n > 1 => *d = Dim::Fixed(1),
+                    _ => {}
+                }
+            }
+        }
+        let inputs = g.inputs.clone();
+        g.types.retain(|n, _| inputs.contains(n));
+        let Ok(types) = crate::ops::infer_types(&g, true) else { return false };
+        for o in g.outputs.clone() {
+            let Some(t) = types.get(&o) else { return false };
+            g.types.insert(o, t.clone().into());
+        }
+        let mut q = p.clone();
+        q.model.graph = g.clone();
+        for port in q.meta.inputs.iter_mut().chain(q.meta.outputs.iter_mut()) {
+            match q.model.graph.tensor_type(&port.name) {
+                Some(t) => port.ty = t,
+                None => return false,
+            }
+        }
+        if !too_big(&q) {
+            *p = q;
+            return true;
+        }
+    }
+    false
+}
+
 fn constant_bytes(p: &crate::pattern::Pattern) -> usize {
     p.model.graph.initializers.values().map(|t| t.raw().map_or(0, |r| r.len())).sum()
 }
 
 /// The patterns of a library that still fire their pass when placed in a model of ai.onnx opset `opset`
 /// (seeds are written at that opset): each is bumped to max(its opset, `opset`), its symbolic port dims fixed to
-/// 1, and verified in a worker. Also
-/// returns the passes none of whose patterns is usable, each with why (`too large`, `does not fire at opset N`).
+/// 1, shrunk when its ports are too large, and verified in a worker. Also returns the passes none of whose
+/// patterns is usable, each with why (`too large`, `does not fire at opset N`).
 pub fn usable_ort_patterns(
     spec: &crate::compiler::worker::WorkerSpec,
     jobs: usize,
@@ -65,6 +111,7 @@ pub fn usable_ort_patterns(
     let mut bumped = Vec::new();
     for mut p in patterns {
         concretize(&mut p);
+        shrink(&mut p);
         let e = why.entry(p.meta.pass.clone()).or_default();
         e[0] += 1;
         if !small(&p) {
