@@ -83,13 +83,31 @@ fn shrink(p: &mut crate::pattern::Pattern) -> bool {
     false
 }
 
+/// Whether a pattern's results are random by the ONNX spec (a Dropout in training mode, the Random* ops): its
+/// unoptimized run is no reference, and an optimizer that removes the randomness (ORT's inference build drops
+/// every Dropout) would be reported as computing wrong results.
+fn random(p: &crate::pattern::Pattern) -> bool {
+    let g = &p.model.graph;
+    g.node_ids().map(|id| g.node(id)).any(|n| match n.op.name.as_str() {
+        "RandomNormal" | "RandomNormalLike" | "RandomUniform" | "RandomUniformLike" | "Bernoulli" | "Multinomial" => {
+            true
+        }
+        "Dropout" => n.inputs.get(2).is_some_and(|t| {
+            !t.is_empty()
+                && g.initializers.get(t).and_then(|v| v.raw().map(|r| r.iter().all(|b| *b == 0))) != Some(true)
+        }),
+        _ => false,
+    })
+}
+
 fn constant_bytes(p: &crate::pattern::Pattern) -> usize {
     p.model.graph.initializers.values().map(|t| t.raw().map_or(0, |r| r.len())).sum()
 }
 
 /// The patterns of a library that still fire their pass when placed in a model of ai.onnx opset `opset`
 /// (seeds are written at that opset): each is bumped to max(its opset, `opset`), its symbolic port dims fixed to
-/// 1, shrunk when its ports are too large, and verified in a worker. Also returns the passes none of whose
+/// 1, shrunk when its ports are too large, and verified in a worker (patterns whose results are random by the
+/// spec, [`random`], are left out). Also returns the passes none of whose
 /// patterns is usable, each with why (`too large`, `does not fire at opset N`).
 pub fn usable_ort_patterns(
     spec: &crate::compiler::worker::WorkerSpec,
@@ -114,7 +132,7 @@ pub fn usable_ort_patterns(
         shrink(&mut p);
         let e = why.entry(p.meta.pass.clone()).or_default();
         e[0] += 1;
-        if !small(&p) {
+        if !small(&p) || random(&p) {
             e[1] += 1;
             continue;
         }
@@ -134,8 +152,8 @@ pub fn usable_ort_patterns(
         .map(|(pass, [total, big, _])| {
             let reason = match big {
                 0 => format!("{total} do not fire at opset {opset}"),
-                b if b == total => format!("{total} too large or without static ports"),
-                b => format!("{b} too large, {} do not fire at opset {opset}", total - b),
+                b if b == total => format!("{total} too large, without static ports or random"),
+                b => format!("{b} too large or random, {} do not fire at opset {opset}", total - b),
             };
             (pass, reason)
         })
@@ -379,5 +397,41 @@ mod tests {
         assert_eq!((g.tensor_type("x"), g.tensor_type("y")), (Some(fixed.clone()), Some(fixed.clone())));
         assert_eq!(p.meta.inputs[0].ty.numel(), Some(4));
         assert!(!g.types.contains_key("a") && g.types.contains_key("kept"));
+    }
+
+    #[test]
+    fn a_dropout_in_training_mode_makes_a_pattern_random() {
+        use crate::graph::{DType, Graph, Model, Node, OpId, Tensor, TensorType};
+        use crate::pattern::{Granularity, Pattern, PatternMeta};
+        let with_mode = |mode: Option<bool>| {
+            let mut g = Graph::new("p");
+            g.add_input("x", TensorType::new(DType::F32, &[2]));
+            let mut ins = vec!["x".to_string()];
+            if let Some(m) = mode {
+                g.add_initializer("ratio", Tensor::from_f32(&[], &[0.5]));
+                g.add_initializer(
+                    "mode",
+                    Tensor { dtype: DType::Bool, dims: vec![], data: crate::graph::TensorData::Raw(vec![m as u8]) },
+                );
+                ins.extend(["ratio".to_string(), "mode".to_string()]);
+            }
+            g.add_node(Node::new("d", OpId::onnx("Dropout"), ins, vec!["y".into()])).unwrap();
+            g.add_output("y", TensorType::new(DType::F32, &[2]));
+            let meta = PatternMeta {
+                format: 1,
+                compiler: "ort".into(),
+                compiler_version: "x".into(),
+                pass: "EliminateDropout".into(),
+                granularity: Granularity::Block,
+                inputs: vec![],
+                outputs: vec![],
+                provenance: vec![],
+                key: String::new(),
+            };
+            Pattern { model: Model::new(g), meta }
+        };
+        assert!(super::random(&with_mode(Some(true))), "training mode: random by the spec");
+        assert!(!super::random(&with_mode(Some(false))));
+        assert!(!super::random(&with_mode(None)), "no training_mode input: inference");
     }
 }
