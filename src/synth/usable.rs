@@ -220,81 +220,136 @@ fn prune_cache(kept: &std::path::Path) {
     }
 }
 
+/// The check cache of one (runner, TVM version, probe): verdicts by script hash, host checks by
+/// `host:<host hash>:<guest hash>`, written to its file as checks finish (every [`SAVE_EVERY`]) and at the end, so
+/// an interrupted first run keeps what it checked.
+struct Cache {
+    file: Option<std::path::PathBuf>,
+    map: std::collections::BTreeMap<String, Checked>,
+    dirty: bool,
+    saved: std::time::Instant,
+}
+
+/// How often a running check writes its cache file.
+const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+/// How often a running check reports its progress.
+const REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+
+impl Cache {
+    fn open(pool: &crate::compiler::worker::Pool, probe_bytes: &[u8]) -> Cache {
+        let runner = crate::compiler::tvm::runner_fingerprint();
+        let key = crate::util::stable_hash(&format!(
+            "{CHECK_VERSION}\n{runner}\n{}\n{}",
+            pool.info().version,
+            crate::util::to_hex(probe_bytes)
+        ));
+        let file = cache_file(&key);
+        let map = file
+            .as_ref()
+            .and_then(|f| std::fs::read(f).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        Cache { file, map, dirty: false, saved: std::time::Instant::now() }
+    }
+
+    fn insert(&mut self, key: String, c: Checked) {
+        self.map.insert(key, c);
+        self.dirty = true;
+        if self.saved.elapsed() >= SAVE_EVERY {
+            self.save();
+        }
+    }
+
+    fn save(&mut self) {
+        self.saved = std::time::Instant::now();
+        let Some(f) = self.file.as_ref().filter(|_| self.dirty) else { return };
+        let write = f
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .map_err(anyhow::Error::from)
+            .and_then(|_| crate::util::write_atomic(f, &serde_json::to_vec(&self.map)?));
+        match write {
+            Ok(()) => self.dirty = false,
+            Err(e) => eprintln!("warning: cannot keep the pattern checks in {}: {e:#}", f.display()),
+        }
+        prune_cache(f);
+    }
+}
+
+/// Progress of a running check, on stderr every [`REPORT_EVERY`]: done of total, the rate and what is left.
+struct Progress {
+    what: &'static str,
+    total: usize,
+    done: usize,
+    kept: usize,
+    t0: std::time::Instant,
+    said: std::time::Instant,
+}
+
+impl Progress {
+    fn new(what: &'static str, total: usize) -> Progress {
+        let now = std::time::Instant::now();
+        Progress { what, total, done: 0, kept: 0, t0: now, said: now }
+    }
+
+    fn step(&mut self, kept: bool) {
+        self.done += 1;
+        self.kept += kept as usize;
+        if self.said.elapsed() >= REPORT_EVERY && self.done < self.total {
+            self.said = std::time::Instant::now();
+            let t = self.t0.elapsed().as_secs_f64();
+            let left = t / self.done as f64 * (self.total - self.done) as f64;
+            eprintln!(
+                "  checked {}/{} {} ({} usable) in {t:.0} s, about {left:.0} s left (verdicts are cached for later \
+                 runs)",
+                self.done, self.total, self.what, self.kept
+            );
+        }
+    }
+}
+
 /// Checks each pattern in TVM workers the way synthesis will use it, spliced into `probe` (a generated seed
 /// with its inputs): it must splice (parse, static tensor parameters, a well-formed result), the spliced
 /// module must run cleanly at the reference configuration with TIR's argument assertions on and give the
-/// same outputs twice more without them (deterministic), and compiled at `all` its pass must fire (a run at
-/// `all` that errors or crashes keeps the pattern: that may be the bug it leads to). Returns every pattern
-/// with its verdict (usable ones carry their module JSON) and how many verdicts came from the cache (see
-/// [`cache_file`]).
+/// same outputs twice more without them (deterministic; one build, run twice), and compiled at `all` its pass
+/// must fire (a run at `all` that errors or crashes keeps the pattern: that may be the bug it leads to).
+/// Returns every pattern with its verdict (usable ones carry their module JSON) and how many verdicts came
+/// from the cache (see [`cache_file`]); reports progress while it checks.
 pub fn check_library(
     pool: &crate::compiler::worker::Pool,
     patterns: Vec<RelaxPattern>,
     probe: &crate::graph::Model,
 ) -> anyhow::Result<(Vec<(RelaxPattern, Usability)>, usize)> {
-    use crate::compiler::{Config, Level, Status};
+    use crate::compiler::{Config, Level};
     let probe_bytes = crate::graph::onnx::encode_model(probe);
     let inputs = crate::compiler::inputs::generate(&probe.graph, 0)?;
-    let runner = crate::compiler::tvm::runner_fingerprint();
-    let key = crate::util::stable_hash(&format!(
-        "{CHECK_VERSION}\n{runner}\n{}\n{}",
-        pool.info().version,
-        crate::util::to_hex(&probe_bytes)
-    ));
-    let file = cache_file(&key);
-    let mut cache: std::collections::BTreeMap<String, Checked> = file
-        .as_ref()
-        .and_then(|f| std::fs::read(f).ok())
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
-    let (known, todo): (Vec<_>, Vec<_>) =
-        patterns.into_iter().partition(|p| cache.contains_key(&crate::util::stable_hash(&p.script)));
+    let cache = std::sync::Mutex::new(Cache::open(pool, &probe_bytes));
+    let (known, todo): (Vec<_>, Vec<_>) = {
+        let c = cache.lock().unwrap();
+        patterns.into_iter().partition(|p| c.map.contains_key(&crate::util::stable_hash(&p.script)))
+    };
     let from_cache = known.len();
-    let (reference, all) = (Config::level(Level::Disable), Config::level(Level::All));
-    let keys: Vec<String> = todo.iter().map(|p| crate::util::stable_hash(&p.script)).collect();
-    let fresh = pool.map(todo, |w, mut p| {
-        let check = Recipe::new(&probe_bytes, &p, 0, RecipeUse::Check).to_bytes();
-        let o = w.run(&check, &[], &reference);
-        if o.status != Status::Ok {
-            let verdict = Usability::NoSplice(format!("{}: {}", o.status.kind(), o.status.message()));
-            return (p, Checked { verdict, ir_json: None, shrunk: None, all_failed: None });
-        }
-        let text = |name: &str| {
-            o.outputs.iter().find(|t| t.name == name).and_then(|t| match &t.tensor.data {
-                crate::graph::TensorData::Raw(b) => String::from_utf8(b.clone()).ok(),
-                _ => None,
-            })
-        };
-        p.ir_json = text("pattern_ir");
-        let original = std::mem::take(&mut p.script);
-        let shrunk = text("pattern_script").filter(|s| *s != original);
-        p.script = shrunk.clone().unwrap_or(original);
-        p.shrunk = shrunk.is_some();
-        let r = w.run(&Recipe::new(&probe_bytes, &p, 0, RecipeUse::Strict).to_bytes(), &inputs, &reference);
-        let recipe = Recipe::new(&probe_bytes, &p, 0, RecipeUse::Test).to_bytes();
-        let verdict = if r.status != Status::Ok {
-            (Usability::ReferenceFails(format!("{}: {}", r.status.kind(), r.status.message())), None)
-        } else if !(0..2).all(|_| same_outputs(&r, &w.run(&recipe, &inputs, &reference))) {
-            (Usability::Nondeterministic, None)
-        } else {
-            let a = w.run(&recipe, &inputs, &all);
-            // an `all` run that failed after the pass ran still tells whether it fired
-            let known = a.status == Status::Ok || a.passes_ran.contains(&p.pass);
-            let note = (a.status != Status::Ok).then(|| format!("{}: {}", a.status.kind(), a.status.message()));
-            (if known && !a.passes_fired.contains(&p.pass) { Usability::DoesNotFire } else { Usability::Usable }, note)
-        };
-        let (verdict, all_failed) = verdict;
-        let ir_json = p.ir_json.clone();
-        (p, Checked { verdict, ir_json, shrunk, all_failed })
-    });
-    let mut out = Vec::new();
-    for (key, (p, c)) in keys.into_iter().zip(fresh) {
-        cache.insert(key, c.clone());
-        out.push((p, c.verdict));
+    if !todo.is_empty() {
+        eprintln!(
+            "checking {} Relax patterns not checked before with this TVM and runner ({from_cache} cached): about \
+             1 s of CPU each",
+            todo.len()
+        );
     }
-    let had_new = !out.is_empty();
+    let progress = std::sync::Mutex::new(Progress::new("patterns", todo.len()));
+    let (reference, all) = (Config::level(Level::Disable), Config::level(Level::All));
+    let fresh = pool.map(todo, |w, mut p| {
+        let key = crate::util::stable_hash(&p.script);
+        let c = check_one(w, &mut p, &probe_bytes, &inputs, &reference, &all);
+        progress.lock().unwrap().step(c.verdict == Usability::Usable);
+        cache.lock().unwrap().insert(key, c.clone());
+        (p, c.verdict)
+    });
+    let mut cache = cache.into_inner().unwrap();
+    cache.save();
+    let mut out = fresh;
     for mut p in known {
-        let c = &cache[&crate::util::stable_hash(&p.script)];
+        let c = &cache.map[&crate::util::stable_hash(&p.script)];
         p.ir_json = c.ir_json.clone();
         if let Some(s) = &c.shrunk {
             p.script = s.clone();
@@ -302,18 +357,75 @@ pub fn check_library(
         }
         out.push((p, c.verdict.clone()));
     }
-    if let (Some(f), true) = (&file, had_new) {
-        let write = f
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .map_err(anyhow::Error::from)
-            .and_then(|_| crate::util::write_atomic(f, &serde_json::to_vec(&cache)?));
-        if let Err(e) = write {
-            eprintln!("warning: cannot keep the pattern checks in {}: {e:#}", f.display());
-        }
-        prune_cache(f);
-    }
     Ok((out, from_cache))
+}
+
+/// One pattern's check (see [`check_library`]); fills its module JSON and, when shrunk, its script.
+fn check_one(
+    w: &mut crate::compiler::worker::Worker,
+    p: &mut RelaxPattern,
+    probe_bytes: &[u8],
+    inputs: &[crate::compiler::NamedTensor],
+    reference: &crate::compiler::Config,
+    all: &crate::compiler::Config,
+) -> Checked {
+    use crate::compiler::Status;
+    let check = Recipe::new(probe_bytes, p, 0, RecipeUse::Check).to_bytes();
+    let o = w.run(&check, &[], reference);
+    if o.status != Status::Ok {
+        let verdict = Usability::NoSplice(format!("{}: {}", o.status.kind(), o.status.message()));
+        return Checked { verdict, ir_json: None, shrunk: None, all_failed: None };
+    }
+    let text = |name: &str| {
+        o.outputs.iter().find(|t| t.name == name).and_then(|t| match &t.tensor.data {
+            crate::graph::TensorData::Raw(b) => String::from_utf8(b.clone()).ok(),
+            _ => None,
+        })
+    };
+    p.ir_json = text("pattern_ir");
+    let original = std::mem::take(&mut p.script);
+    let shrunk = text("pattern_script").filter(|s| *s != original);
+    p.script = shrunk.clone().unwrap_or(original);
+    p.shrunk = shrunk.is_some();
+    let (verdict, all_failed) = match reference_verdict(w, p, probe_bytes, None, inputs, reference) {
+        Some(v) => (v, None),
+        None => {
+            let a = w.run(&Recipe::new(probe_bytes, p, 0, RecipeUse::Test).to_bytes(), inputs, all);
+            // an `all` run that failed after the pass ran still tells whether it fired
+            let known = a.status == Status::Ok || a.passes_ran.contains(&p.pass);
+            let note = (a.status != Status::Ok).then(|| format!("{}: {}", a.status.kind(), a.status.message()));
+            (if known && !a.passes_fired.contains(&p.pass) { Usability::DoesNotFire } else { Usability::Usable }, note)
+        }
+    };
+    Checked { verdict, ir_json: p.ir_json.clone(), shrunk, all_failed }
+}
+
+/// The reference half of a check, `None` when it passes: the recipe (hosted in `host`, if any) runs cleanly
+/// with TIR's argument assertions on, and its assertion-free build gives the same outputs on two runs.
+fn reference_verdict(
+    w: &mut crate::compiler::worker::Worker,
+    p: &RelaxPattern,
+    probe_bytes: &[u8],
+    host: Option<&str>,
+    inputs: &[crate::compiler::NamedTensor],
+    reference: &crate::compiler::Config,
+) -> Option<Usability> {
+    use crate::compiler::Status;
+    let recipe = |u| {
+        let r = Recipe::new(probe_bytes, p, 0, u);
+        match host {
+            Some(h) => r.hosted(h),
+            None => r,
+        }
+    };
+    let r = w.run(&recipe(RecipeUse::Strict).to_bytes(), inputs, reference);
+    if r.status != Status::Ok {
+        return Some(Usability::ReferenceFails(format!("{}: {}", r.status.kind(), r.status.message())));
+    }
+    let test = recipe(RecipeUse::Test);
+    let same = same_outputs(&r, &w.run(&test.to_bytes(), inputs, reference))
+        && same_outputs(&r, &w.run(&test.rerun().to_bytes(), inputs, reference));
+    (!same).then_some(Usability::Nondeterministic)
 }
 
 /// Whether a pattern's module has structure a generated seed's import lacks: several functions, R.If, call_tir.
@@ -323,24 +435,33 @@ pub fn structured(p: &RelaxPattern) -> bool {
 
 /// The hosts among `candidates` (modules a pattern is spliced into, see `Recipe::hosted`): with `guest` spliced
 /// into one of their functions, the probe runs cleanly at the reference with TIR's argument assertions on, and
-/// twice the same without them.
+/// twice the same without them (verdicts cached beside the patterns' checks).
 pub fn check_hosts(
     pool: &crate::compiler::worker::Pool,
     candidates: Vec<RelaxPattern>,
     guest: &RelaxPattern,
     probe: &crate::graph::Model,
 ) -> anyhow::Result<Vec<RelaxPattern>> {
-    use crate::compiler::{Config, Level, Status};
+    use crate::compiler::{Config, Level};
     let probe_bytes = crate::graph::onnx::encode_model(probe);
     let inputs = crate::compiler::inputs::generate(&probe.graph, 0)?;
     let reference = Config::level(Level::Disable);
+    let cache = std::sync::Mutex::new(Cache::open(pool, &probe_bytes));
+    let guest_key = crate::util::stable_hash(&guest.script);
+    let key = |host: &RelaxPattern| format!("host:{}:{guest_key}", crate::util::stable_hash(&host.script));
     let ok = pool.map(candidates, |w, host| {
-        let recipe = |u| Recipe::new(&probe_bytes, guest, 0, u).hosted(&host.script).to_bytes();
-        let r = w.run(&recipe(RecipeUse::Strict), &inputs, &reference);
-        let test = recipe(RecipeUse::Test);
-        let clean = r.status == Status::Ok && (0..2).all(|_| same_outputs(&r, &w.run(&test, &inputs, &reference)));
-        clean.then_some(host)
+        let k = key(&host);
+        let cached = cache.lock().unwrap().map.get(&k).map(|c| c.verdict.clone());
+        let verdict = cached.unwrap_or_else(|| {
+            let v = reference_verdict(w, guest, &probe_bytes, Some(&host.script), &inputs, &reference)
+                .unwrap_or(Usability::Usable);
+            let c = Checked { verdict: v.clone(), ir_json: None, shrunk: None, all_failed: None };
+            cache.lock().unwrap().insert(k, c);
+            v
+        });
+        (verdict == Usability::Usable).then_some(host)
     });
+    cache.into_inner().unwrap().save();
     Ok(ok.into_iter().flatten().collect())
 }
 
