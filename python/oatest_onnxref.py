@@ -7,7 +7,12 @@ documented (ORT's docs/ContribOperators.md) are defined here in numpy, in float3
 QuantizeLinear/DequantizeLinear (the ONNX ops' meaning), Gelu, BiasGelu, FastGelu, FusedMatMul, QLinearAdd.
 Any other unknown op makes the evaluator fail, and triage calls the inconsistency undecided.
 
-`run(model_bytes, inputs, widen_half=False)`: inputs and outputs are serialized ONNX TensorProtos. With `widen_half`, every
+`run(model_bytes, inputs, widen_half=False, approximate=())`: inputs and outputs are serialized ONNX TensorProtos.
+`approximate` names approximations an optimizing configuration asks for by design, evaluated instead of the exact
+op: "gelu" (com.microsoft Gelu and BiasGelu computed by FastGelu's tanh formula, what ONNX Runtime's opt-in
+GeluApproximation makes of them) and "erf" (every Erf by the same tanh formula, for Gelu chains that GeluFusion
+fuses first). Triage compares an optimized run with it to tell a by-design approximation from a wrong result.
+With `widen_half`, every
 float16/bfloat16 tensor of the model (inputs, initializers, constants, value types, Cast targets, dtype
 attributes, in subgraphs and functions too) is float32 instead, and the outputs are rounded to their declared
 16-bit type only at the end: the model as a compiler computes it when it skips the intermediate 16-bit roundings
@@ -122,6 +127,44 @@ class QLinearAdd(OpRun):
 
 CONTRIB_OPS = [DequantizeLinear, QuantizeLinear, Gelu, BiasGelu, FastGelu, FusedMatMul, QLinearAdd]
 
+_SQRT_2_PI = math.sqrt(2.0 / math.pi)
+
+
+def _tanh_gelu(x):
+    """FastGelu's formula (ORT's kernel computes it in float32)."""
+    x32 = x.astype(np.float32)
+    inner = np.float32(_SQRT_2_PI) * (x32 + np.float32(0.044715) * x32**3)
+    return (0.5 * x32 * (1.0 + np.tanh(inner))).astype(x.dtype)
+
+
+def _approximating(name: str, domain: str, run):
+    """An op class named like the exact op it replaces (the evaluator keys new ops by class name)."""
+    return type(name, (OpRun,), {"op_domain": domain, "_run": run})
+
+
+def _tanh_erf(self, z):
+    """erf(z) as the tanh formula gives it for the Gelu x * 0.5 * (1 + erf(x / sqrt 2)), with x = z * sqrt 2."""
+    x = z.astype(np.float32) * np.float32(math.sqrt(2.0))
+    return (np.tanh(np.float32(_SQRT_2_PI) * (x + np.float32(0.044715) * x**3)).astype(z.dtype),)
+
+
+# the ops each approximation evaluates instead of the exact ones
+APPROXIMATIONS = {
+    "gelu": [
+        _approximating("Gelu", _MS, lambda self, x, **_: (_tanh_gelu(x),)),
+        _approximating("BiasGelu", _MS, lambda self, a, b: (_tanh_gelu(a + b),)),
+    ],
+    "erf": [_approximating("Erf", "", _tanh_erf)],
+}
+
+
+def _ops(approximate) -> list:
+    unknown = [a for a in approximate if a not in APPROXIMATIONS]
+    if unknown:
+        raise ValueError(f"unknown approximation {unknown} (known: {sorted(APPROXIMATIONS)})")
+    # the evaluator takes the first class of a name: the approximations come first
+    return [cls for a in approximate for cls in APPROXIMATIONS[a]] + CONTRIB_OPS
+
 
 def version() -> str:
     return f"onnx {onnx.__version__} (onnx.reference), numpy {np.__version__}"
@@ -195,7 +238,7 @@ def widen(model: onnx.ModelProto) -> onnx.ModelProto:
     return wide
 
 
-def run(model_bytes: bytes, inputs: list, widen_half: bool = False) -> dict:
+def run(model_bytes: bytes, inputs: list, widen_half: bool = False, approximate=()) -> dict:
     try:
         model = onnx.load_from_string(model_bytes)
         declared = _declared(model)
@@ -212,7 +255,7 @@ def run(model_bytes: bytes, inputs: list, widen_half: bool = False) -> dict:
             # numpy's overflow and invalid-value warnings are values (Inf, NaN), not failures
             warnings.simplefilter("ignore")
             with np.errstate(all="ignore"):
-                evaluator = ReferenceEvaluator(model, new_ops=CONTRIB_OPS)
+                evaluator = ReferenceEvaluator(model, new_ops=_ops(approximate))
                 values = evaluator.run(None, feeds)
         outputs = []
         for name, value in zip(evaluator.output_names, values):

@@ -14,9 +14,7 @@ A model may also be a recipe (JSON): oatest_tvm_synth turns it into a Relax modu
 answers the campaign's pattern check. Recipe keys: `seed_onnx` (hex), `pattern` (TVMScript), `pattern_ir` (the
 same module as TVM JSON, loaded instead of parsing when present), `rng`, `pass` and `provenance` (information),
 `check_only` (the campaign's pattern check: splice only, answer with the module JSON and the possibly shrunk
-script), `strict` (compile with TIR's argument assertions on), `pattern_shrunk` (information), `rerun` (run the
-worker's last build again when it was of the same recipe and configuration: the pattern check's determinism
-runs, which need a second VM run, not a second build).
+script), `strict` (compile with TIR's argument assertions on), `pattern_shrunk` (information).
 
 Builds are for speed, identically for every configuration of a test: LLVM at -O0 (F16C when the host has it), TIR
 argument assertions, CSE and storage rewriting off, linked with `ld -shared` rather than JIT-compiled.
@@ -247,11 +245,6 @@ def _flatten(out):
         return res
     return [out.numpy()]
 
-# (request key, loaded build, passes fired, passes ran) of the last recipe built, for `rerun` requests
-_LAST_BUILD = None
-_RERUN = b',"rerun":true}'
-
-
 def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threads: int = 1) -> dict:
     """Compiles and runs; returns status ('ok' | 'error'), message, outputs, passes fired and ran."""
     rec = Recorder()
@@ -264,38 +257,24 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
             result["outputs"] = [(k, onnx.TensorProto.UINT8, [len(v.encode())], v.encode()) for k, v in checked.items()]
             return result
         strict = recipe is not None and recipe.get("strict", False)
-        rerun = recipe is not None and recipe.pop("rerun", False)
-        if rerun and model_bytes.endswith(_RERUN):  # the request it reruns (src/synth/recipe.rs: the last field)
-            model_bytes = model_bytes[: -len(_RERUN)] + b"}"
-        build_key = (model_bytes, level, tuple(disabled))
         model, mod, extra_outputs = _imported(model_bytes, recipe)
     except Exception as e:  # noqa: BLE001 - the frontend refusing a model is an outcome
         result.update(status="error", message=f"from_onnx: {type(e).__name__}: {e}")
         return result
     try:
-        global _LAST_BUILD
-        if rerun and _LAST_BUILD is not None and _LAST_BUILD[0] == build_key:
-            built = _LAST_BUILD[1]
-            rec.fired.extend(_LAST_BUILD[2])
-            rec.ran.extend(_LAST_BUILD[3])
-        else:
-            _LAST_BUILD = None
-            target = _target()
-            extra = _extra_pass(recipe)
-            names = passes_for(level, disabled, extra and extra[0])
-            rec.names = set(names)
-            seq = tvm.transform.Sequential([_make(n, extra) for n in names])
-            with tvm.transform.PassContext(opt_level=3, instruments=[rec], config={} if strict else PASS_CONFIG), target:
-                ex = tvm.compile(mod, target=target, relax_pipeline=seq)
-            built = load(ex)
-            if recipe is not None:
-                _LAST_BUILD = (build_key, built, list(rec.fired), list(rec.ran))
+        target = _target()
+        extra = _extra_pass(recipe)
+        names = passes_for(level, disabled, extra and extra[0])
+        rec.names = set(names)
+        seq = tvm.transform.Sequential([_make(n, extra) for n in names])
+        with tvm.transform.PassContext(opt_level=3, instruments=[rec], config={} if strict else PASS_CONFIG), target:
+            ex = tvm.compile(mod, target=target, relax_pipeline=seq)
         fault = _fault(model, level, rec.fired)
         if fault == "segfault":
             import ctypes
 
             ctypes.string_at(0)
-        vm = relax.VirtualMachine(built, tvm.cpu())
+        vm = relax.VirtualMachine(load(ex), tvm.cpu())
         graph_inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
         feeds = dict(_to_numpy(t) for t in inputs)
         args = [tvm.runtime.tensor(feeds[n]) for n in graph_inputs]

@@ -228,11 +228,15 @@ def _tensor_leaves(ty) -> int | None:
 
 def _host_candidates(host: tvm.IRModule) -> list:
     """The host's Relax functions a pattern can be spliced into: pure, statically shaped tensor parameters, a
-    result of tensors, and a top-level dataflow block."""
+    result of tensors, and a top-level dataflow block; not the body of a fused or offloaded function (attributes
+    Primitive, Composite, Codegen), which may only call PrimFuncs or ops: a call of the pattern there breaks
+    FuseTIR's and codegen's contract, not a compiler bug."""
     out = []
     for gv in sorted(host.get_global_vars(), key=lambda g: g.name_hint):
         f = host[gv]
         if not isinstance(f, relax.Function) or not f.is_pure or not isinstance(f.body, relax.SeqExpr):
+            continue
+        if f.attrs is not None and any(k in f.attrs for k in ("Primitive", "Composite", "Codegen")):
             continue
         if any(_static(p.ty) is None for p in f.params) or not _tensor_leaves(f.ret_ty):
             continue

@@ -2,6 +2,7 @@
 Runtime's own kernels on random inputs, and ONNX-domain ops are still onnx.reference's."""
 from __future__ import annotations
 
+import math
 import pathlib
 import sys
 
@@ -104,3 +105,47 @@ def test_widening_skips_every_16_bit_rounding_but_the_outputs():
     c, back = outputs(True)
     assert c[0, 0] == exact[0, 0] != np.float32(np.float16(exact[0, 0]))
     assert back.dtype == np.float16 and back[0, 0] == np.float16(exact[0, 0])
+
+
+def test_gelu_approximation_evaluates_gelu_and_erf_by_fast_gelus_formula():
+    """`approximate` evaluates what ORT's opt-in GeluApproximation computes: com.microsoft Gelu as FastGelu, and an
+    Erf-built Gelu (which GeluFusion fuses first) the same way; without it both are exact."""
+    x = np.linspace(-3, 3, 13, dtype=np.float32).reshape(1, 13)
+    half = nh.from_array(np.array(0.5, np.float32), "half")
+    one = nh.from_array(np.array(1.0, np.float32), "one")
+    root2 = nh.from_array(np.array(math.sqrt(2.0), np.float32), "root2")
+    nodes = [
+        h.make_node("Gelu", ["x"], ["g"], domain="com.microsoft"),
+        h.make_node("Div", ["x", "root2"], ["d"]),
+        h.make_node("Erf", ["d"], ["e"]),
+        h.make_node("Add", ["e", "one"], ["a"]),
+        h.make_node("Mul", ["x", "a"], ["m"]),
+        h.make_node("Mul", ["m", "half"], ["erf_gelu"]),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "g",
+        [h.make_tensor_value_info("x", T.FLOAT, [1, 13])],
+        [h.make_tensor_value_info(n, T.FLOAT, [1, 13]) for n in ("g", "erf_gelu")],
+        [half, one, root2],
+    )
+    m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)])
+    feeds = [nh.from_array(x, "x").SerializeToString()]
+
+    def outputs(approximate):
+        r = ref.run(m.SerializeToString(), feeds, False, approximate)
+        assert r["status"] == "ok", r["message"]
+        return [nh.to_array(onnx.load_tensor_from_string(b)) for b in r["outputs"]]
+
+    exact = 0.5 * x * (1 + np.array([math.erf(v / math.sqrt(2)) for v in x[0]], np.float32))
+    tanh = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    gelu, erf_gelu = outputs(())
+    np.testing.assert_allclose(gelu, exact, atol=1e-6)
+    np.testing.assert_allclose(erf_gelu, exact, atol=1e-6)
+    gelu, erf_gelu = outputs(("gelu",))
+    np.testing.assert_allclose(gelu, tanh, atol=1e-6)
+    assert np.max(np.abs(gelu - exact)) > 1e-4, "the approximation differs from the exact Gelu"
+    np.testing.assert_allclose(erf_gelu, exact, atol=1e-6)
+    _, erf_gelu = outputs(("gelu", "erf"))
+    np.testing.assert_allclose(erf_gelu, tanh, atol=1e-6)
+    assert ref.run(m.SerializeToString(), feeds, False, ("sine",))["status"] == "error"

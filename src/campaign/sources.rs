@@ -33,6 +33,7 @@ fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow:
     let (checked, from_cache) = check_library(&pool, candidates, &probe)?;
     let mut rejected: std::collections::BTreeMap<&str, usize> = Default::default();
     let (mut usable, mut shrunk) = (Vec::new(), 0);
+    let mut fails_at_all: std::collections::BTreeMap<String, usize> = Default::default();
     for (p, v) in checked {
         shrunk += (v == Verdict::Usable && p.shrunk) as usize;
         match v {
@@ -41,6 +42,12 @@ fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow:
             Verdict::ReferenceFails(_) => *rejected.entry("fail at the reference").or_default() += 1,
             Verdict::DoesNotFire => *rejected.entry("do not fire once spliced").or_default() += 1,
             Verdict::Nondeterministic => *rejected.entry("are nondeterministic").or_default() += 1,
+            Verdict::FailsAtAll(why) => {
+                *rejected.entry("fail at `all` on their own").or_default() += 1;
+                *fails_at_all
+                    .entry(format!("{} ({})", why.chars().take(160).collect::<String>(), p.pass))
+                    .or_default() += 1;
+            }
         }
     }
     usable.sort_by(|a, b| (&a.pass, &a.script).cmp(&(&b.pass, &b.script)));
@@ -62,6 +69,15 @@ fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow:
         if why.is_empty() { "none rejected".to_string() } else { why.join(", ") },
         t0.elapsed().as_secs_f64()
     );
+    if !fails_at_all.is_empty() {
+        // not findings of synthesized tests: each pattern fails alone; listed once, for a look by hand
+        let mut by_count: Vec<(&String, &usize)> = fails_at_all.iter().collect();
+        by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        eprintln!("patterns whose probe fails at `all` on its own (not synthesized from), by message and pass:");
+        for (why, n) in by_count {
+            eprintln!("  {n:>3} {why}");
+        }
+    }
     anyhow::ensure!(!usable.is_empty(), "no usable Relax patterns in {}", dir.display());
     // hosts: a sample of the usable patterns with TVM's own structure, each checked with a plain guest
     let t1 = std::time::Instant::now();

@@ -279,6 +279,12 @@ pub trait Target {
 /// every 16-bit float widened to float32, rounding only the outputs to their declared type.
 pub const HALF_ROUNDING: &str = "half-precision-rounding";
 
+/// The semantic reference's pseudo-passes of exact ops: a configuration that disables `exact:NAME` evaluates the
+/// model with the approximation NAME of python/oatest_onnxref.py (`gelu`: com.microsoft Gelu and BiasGelu by
+/// FastGelu's tanh formula; `erf`: Erf by the same formula), what an optimizer computes by design when a named
+/// configuration asks it to approximate (`compiler::named`, `approximates`).
+pub const APPROXIMATE: &str = "exact:";
+
 /// Which target a worker hosts, and what it needs to start.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TargetKind {

@@ -28,6 +28,10 @@ pub struct Named {
     /// The smallest absolute tolerance of float outputs under it (an approximation's error).
     #[serde(default)]
     pub atol: Option<f64>,
+    /// The semantic reference's approximations that model what it changes by design (`onnxref`'s
+    /// [`super::APPROXIMATE`] pseudo-passes), tried as growing prefixes.
+    #[serde(default)]
+    pub approximates: Vec<String>,
     pub about: String,
 }
 
@@ -108,6 +112,11 @@ pub fn compared(config: &Config) -> bool {
 /// The smallest absolute float tolerance the named parts of `config` ask for.
 pub fn min_atol(config: &Config) -> Option<f64> {
     of(config).iter().filter_map(|n| n.atol).reduce(f64::max)
+}
+
+/// The approximations `config` makes by design (see [`Named::approximates`]), in the data file's order.
+pub fn approximations(config: &Config) -> Vec<String> {
+    of(config).iter().flat_map(|n| n.approximates.iter().cloned()).collect()
 }
 
 /// The rotation of extra optimized configurations for a target of `version` (ORT_ENABLE_LAYOUT needs 1.22).

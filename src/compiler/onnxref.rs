@@ -4,7 +4,8 @@
 //! Triage asks it which side of an inconsistency is wrong; it is never a campaign's default target. A
 //! configuration that disables [`super::HALF_ROUNDING`] evaluates the model with every 16-bit float widened to float32
 //! (outputs rounded to their declared type at the end): what a compiler computes when it skips the intermediate
-//! roundings.
+//! roundings. One that disables `exact:NAME` ([`super::APPROXIMATE`]) evaluates it with the approximation NAME
+//! (e.g. `gelu`: Gelu by FastGelu's formula), what a configuration that approximates by design computes.
 
 use super::{Config, NamedTensor, Outcome, Status, Target};
 use crate::graph::onnx::{decode_tensor, encode_tensor};
@@ -49,9 +50,16 @@ impl Target for OnnxRefTarget {
         let start = Instant::now();
         let wire: Vec<Vec<u8>> = inputs.iter().map(|t| encode_tensor(&t.name, &t.tensor)).collect();
         let widen = config.disabled.iter().any(|p| p == super::HALF_ROUNDING);
+        let approximate: Vec<&str> =
+            config.disabled.iter().filter_map(|p| p.strip_prefix(super::APPROXIMATE)).collect();
         let result = Python::attach(|py| -> PyResult<(String, String, Vec<Vec<u8>>)> {
             let wire: Vec<Bound<'_, PyBytes>> = wire.iter().map(|b| PyBytes::new(py, b)).collect();
-            let r = self.module.bind(py).getattr("run")?.call1((PyBytes::new(py, model), wire, widen))?;
+            let r = self.module.bind(py).getattr("run")?.call1((
+                PyBytes::new(py, model),
+                wire,
+                widen,
+                approximate.clone(),
+            ))?;
             Ok((r.get_item("status")?.extract()?, r.get_item("message")?.extract()?, r.get_item("outputs")?.extract()?))
         });
         let time_ms = start.elapsed().as_secs_f64() * 1e3;

@@ -98,6 +98,14 @@ struct PlacementGroup {
 struct PipelineData {
     pipeline: Vec<(String, String)>,
     placement: Vec<PlacementGroup>,
+    #[serde(default)]
+    by_design: Vec<ByDesign>,
+}
+
+/// A pass whose results differ from the model's by design (`by_design` in the pipeline data).
+#[derive(Debug, serde::Deserialize)]
+struct ByDesign {
+    pass: String,
 }
 
 /// The pipeline data, parsed.
@@ -106,13 +114,17 @@ pub struct Pipeline {
     pub passes: Vec<(String, String)>,
     /// pass -> (`before` | `after`, anchor pass).
     pub placement: std::collections::BTreeMap<String, (String, String)>,
+    /// Passes that change results by design (ToMixedPrecision): tests built for them are judged on crashes,
+    /// errors and hangs only.
+    pub by_design: Vec<String>,
 }
 
 impl Pipeline {
     pub fn embedded() -> Pipeline {
         let d: PipelineData = serde_json::from_str(PIPELINE_JSON).expect("python/oatest_tvm_pipeline.json parses");
         let placement = d.placement.into_iter().flat_map(|g| g.passes).collect();
-        Pipeline { passes: d.pipeline, placement }
+        let by_design = d.by_design.into_iter().map(|b| b.pass).collect();
+        Pipeline { passes: d.pipeline, placement, by_design }
     }
 
     pub fn role(&self, pass: &str) -> PassRole {
@@ -123,6 +135,12 @@ impl Pipeline {
             None => PassRole::Outside,
         }
     }
+}
+
+/// Whether a test built for `pass` (a Relax pattern's) changes results by design (see [`Pipeline::by_design`]).
+pub fn changes_results_by_design(pass: &str) -> bool {
+    static BY_DESIGN: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    BY_DESIGN.get_or_init(|| Pipeline::embedded().by_design).iter().any(|p| p == pass)
 }
 
 #[cfg(feature = "tvm")]

@@ -120,7 +120,11 @@ struct Elem {
 /// of a type without a numeric reading).
 fn elements(r: &NamedTensor, o: &NamedTensor, tol: Tolerance, hints: &Hints) -> Result<Option<Vec<Elem>>, Structural> {
     let (rt, ot) = (&r.tensor, &o.tensor);
-    let dtype = rt.dtype;
+    // a float output that carries a narrower type's precision is judged as that type
+    let dtype = match hints.precision.get(&r.name) {
+        Some(&p) if rt.dtype.is_float() && super::hints::less_precise(p, rt.dtype) => p,
+        _ => rt.dtype,
+    };
     // a dequantized output: one quantization step is this much
     let step = hints.dequantized.get(&r.name).copied().filter(|_| dtype.is_float());
     Ok(Some(match (values(rt), values(ot)) {

@@ -1,9 +1,11 @@
 //! What the oracle learns from a test's graph besides its outputs: which values are quantization levels (made
 //! by QuantizeLinear, DynamicQuantizeLinear, QLinear*, QGemm) and which floats are such levels dequantized (by
 //! DequantizeLinear with a constant scale: one step is the scale), directly or through ops that only move,
-//! select or clamp values, so that a difference of a quantization step is judged in steps.
+//! select or clamp values, so that a difference of a quantization step is judged in steps; and which floats carry
+//! only float32's precision (cast up to float64, then computed on), so that they are judged with float32's
+//! tolerance: a float64 output of `Cast(float32 -> float64)` holds float32 roundings.
 
-use crate::graph::{Graph, Node};
+use crate::graph::{DType, Graph, Node};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Hints about one test's model for the oracle's judges; the default knows nothing (integers compare exactly).
@@ -13,6 +15,25 @@ pub struct Hints {
     pub quantized: BTreeSet<String>,
     /// Float values (by name) that are dequantized levels, with the size of one step (the largest scale).
     pub dequantized: BTreeMap<String, f64>,
+    /// Float values (by name) whose precision is a narrower float type's: made by a Cast (or CastLike) from
+    /// float32 to float64, or computed from such a value; judged with that type's tolerance.
+    pub precision: BTreeMap<String, DType>,
+}
+
+/// Float types from the least to the most precise (bfloat16 has fewer significand bits than float16).
+fn precision_rank(d: DType) -> Option<u8> {
+    match d {
+        DType::BF16 => Some(0),
+        DType::F16 => Some(1),
+        DType::F32 => Some(2),
+        DType::F64 => Some(3),
+        _ => None,
+    }
+}
+
+/// Whether float type `a` is less precise than `b`.
+pub fn less_precise(a: DType, b: DType) -> bool {
+    matches!((precision_rank(a), precision_rank(b)), (Some(x), Some(y)) if x < y)
 }
 
 /// Ops that round a real value to a quantization level.
@@ -39,7 +60,24 @@ impl Hints {
     /// value names (a reduced one).
     pub fn of(g: &Graph) -> Hints {
         let mut h = Hints::default();
+        let types = crate::ops::infer_types(g, false).unwrap_or_default();
+        let float = |v: &str| types.get(v).map(|t| t.dtype).filter(|d| d.is_float());
         for n in g.nodes_in_order().unwrap_or_default() {
+            // the least precise type this node's float results carry: a Cast up from float32, or an input that
+            // already carries one. 16-bit floats cast up are judged as what they are cast to: a skipped 16-bit
+            // rounding is for triage to classify (`widened`, or a wrong unoptimized run), not for the tolerance
+            let cast_from = matches!(n.op.name.as_str(), "Cast" | "CastLike")
+                .then(|| float(n.inputs.first()?))
+                .flatten()
+                .filter(|d| *d == DType::F32);
+            let carried = n.inputs.iter().filter_map(|v| h.precision.get(v).copied());
+            if let Some(p) = cast_from.into_iter().chain(carried).min_by_key(|d| precision_rank(*d)) {
+                for o in n.outputs.iter().filter(|o| !o.is_empty()) {
+                    if float(o).is_some_and(|d| less_precise(p, d)) {
+                        h.precision.insert(o.clone(), p);
+                    }
+                }
+            }
             let outputs = n.outputs.iter().filter(|o| !o.is_empty()).cloned();
             let from = level_inputs(n);
             if is_quantizing(&n.op.name) || from.iter().any(|v| h.quantized.contains(v)) {

@@ -352,3 +352,44 @@ fn a_verdict_with_an_infinite_relative_difference_reads_back_from_json() {
     assert!(back.max_rel.is_infinite());
     assert_eq!(back.exceeding, 1);
 }
+
+/// A float64 output cast up from a float32 MatMul holds float32 roundings: a fusion that rounds the float32
+/// product differently (ONNX Runtime's MatMul + BatchNormalization folding, 1 float32 ULP at 3.1) is judged
+/// with float32's tolerance, through the ops computing on it; a float64 computed in float64 is not.
+#[test]
+fn floats_cast_up_from_a_narrower_type_are_judged_with_its_tolerance() {
+    use crate::graph::{Attr, Graph, Node, OpId, TensorType};
+    let mut g = Graph::new("cast_up");
+    g.add_input("x", TensorType::new(DType::F32, &[2]));
+    g.add_input("d", TensorType::new(DType::F64, &[2]));
+    let node = |op: &str, ins: &[&str], out: &str| {
+        Node::new(out, OpId::onnx(op), ins.iter().map(|s| s.to_string()).collect(), vec![out.to_string()])
+    };
+    g.add_node(node("MatMul", &["x", "x"], "m")).unwrap();
+    let mut cast = node("Cast", &["m"], "up");
+    cast.attrs.insert("to".into(), Attr::Int(11));
+    g.add_node(cast).unwrap();
+    g.add_node(node("Neg", &["up"], "neg")).unwrap();
+    g.add_node(node("Add", &["neg", "d"], "sum")).unwrap();
+    g.add_node(node("Neg", &["d"], "wide")).unwrap();
+    let hints = Hints::of(&g);
+    assert_eq!(hints.precision.get("up"), Some(&DType::F32), "{hints:?}");
+    assert_eq!(hints.precision.get("sum"), Some(&DType::F32), "computed from it: {hints:?}");
+    assert_eq!(hints.precision.get("wide"), None, "{hints:?}");
+    assert_eq!(hints.precision.get("m"), None, "float32 in float32: {hints:?}");
+    let (expected, got) = (-3.116_190_433_502_197_3, -3.116_190_195_083_618);
+    let judge = |name: &str, hints: &Hints| {
+        let r = run(Level::Disable, &[(name, DType::F64, &[expected, 1.0])]);
+        let o = run(Level::All, &[(name, DType::F64, &[got, 1.0])]);
+        oracle().judge_with(&[r, o], hints).verdicts
+    };
+    for v in ["up", "sum"] {
+        assert!(judge(v, &hints).is_empty(), "{v}");
+        assert_eq!(judge(v, &Hints::default()).len(), 1, "float64's own tolerance: {v}");
+    }
+    assert_eq!(judge("wide", &hints).len(), 1);
+    // float32's tolerance still catches a wrong value
+    let r = run(Level::Disable, &[("up", DType::F64, &[expected])]);
+    let o = run(Level::All, &[("up", DType::F64, &[expected * 1.01])]);
+    assert_eq!(oracle().judge_with(&[r, o], &hints).verdicts.len(), 1);
+}

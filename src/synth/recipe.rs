@@ -18,9 +18,6 @@ pub enum RecipeUse {
     /// A test compiled with TIR's argument assertions on (the pattern check's reference run: catches
     /// PrimFunc calls whose shapes disagree, which the campaign's assertion-free builds would not).
     Strict,
-    /// A test run again on the worker's last build when that was of the same recipe and configuration (the
-    /// pattern check's determinism runs: a second VM run, not a second build).
-    Rerun,
 }
 
 /// A Relax-synthesized test, as `python/oatest_tvm*.py` reads it.
@@ -50,10 +47,6 @@ pub struct Recipe {
     /// the seed's main (`python/oatest_tvm_synth.py`'s `_synthesize_hosted`); none: spliced into main itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
-    /// Run the worker's last build again if it was of this recipe (see [`RecipeUse::Rerun`]); the last field, so
-    /// the runner finds the request it reruns by cutting it off.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub rerun: bool,
 }
 
 impl Recipe {
@@ -71,18 +64,12 @@ impl Recipe {
             pattern_shrunk: pattern.shrunk,
             strict: usage == RecipeUse::Strict,
             host: None,
-            rerun: usage == RecipeUse::Rerun,
         }
     }
 
     /// The same recipe with its pattern spliced into `host` (a module's TVMScript).
     pub fn hosted(self, host: &str) -> Recipe {
         Recipe { host: Some(host.to_string()), ..self }
-    }
-
-    /// The same recipe asking the worker to rerun its last build of it (see [`RecipeUse::Rerun`]).
-    pub fn rerun(self) -> Recipe {
-        Recipe { rerun: true, ..self }
     }
 
     /// The recipe in `bytes`; `None` when they are not one (an ONNX model, say).
@@ -154,13 +141,5 @@ mod tests {
         let v = |u| serde_json::to_value(Recipe::new(b"", &pattern(), 0, u)).unwrap();
         assert_eq!(v(RecipeUse::Check)["check_only"], true);
         assert_eq!(v(RecipeUse::Strict)["strict"], true);
-    }
-
-    #[test]
-    fn a_rerun_is_its_request_with_the_flag_last() {
-        // python/oatest_tvm.py finds the build a rerun asks for by cutting the flag off the request's end
-        let r = Recipe::new(b"\x08", &pattern(), 3, RecipeUse::Test).hosted("# host");
-        let (plain, again) = (r.to_bytes(), r.rerun().to_bytes());
-        assert_eq!([&plain[..plain.len() - 1], br#","rerun":true}"#].concat(), again);
     }
 }

@@ -175,10 +175,15 @@ pub enum Usability {
     /// Two reference runs of the probe disagree (e.g. it returns memory it never wrote): its tests could
     /// never be judged.
     Nondeterministic,
+    /// Spliced into the probe seed, it builds at the reference but fails at `all` on its own: its pass's
+    /// precondition, an argument recorded for its test's module (a parameter name, a function that must return a
+    /// scalar), or a compiler bug. Every test built on it would fail the same way, so it is not synthesized from;
+    /// the campaign reports the failures once, by message, for a look by hand.
+    FailsAtAll(String),
 }
 
 /// Part of the cache key: bump when what [`check_library`] checks changes.
-const CHECK_VERSION: u32 = 4;
+const CHECK_VERSION: u32 = 5;
 
 /// What [`check_library`] keeps per pattern (keyed by the script's hash) in its cache file.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -311,8 +316,9 @@ impl Progress {
 /// Checks each pattern in TVM workers the way synthesis will use it, spliced into `probe` (a generated seed
 /// with its inputs): it must splice (parse, static tensor parameters, a well-formed result), the spliced
 /// module must run cleanly at the reference configuration with TIR's argument assertions on and give the
-/// same outputs twice more without them (deterministic; one build, run twice), and compiled at `all` its pass
-/// must fire (a run at `all` that errors or crashes keeps the pattern: that may be the bug it leads to).
+/// same outputs twice more without them (deterministic), and compiled at `all` its pass
+/// must fire, and it must build there (a pattern that fails at `all` on its own is [`Usability::FailsAtAll`]: every
+/// test of it would be the same failure, which the campaign lists once instead).
 /// Returns every pattern with its verdict (usable ones carry their module JSON) and how many verdicts came
 /// from the cache (see [`cache_file`]); reports progress while it checks.
 pub fn check_library(
@@ -355,7 +361,12 @@ pub fn check_library(
             p.script = s.clone();
             p.shrunk = true;
         }
-        out.push((p, c.verdict.clone()));
+        // verdicts cached before FailsAtAll existed said Usable with the failure beside them
+        let verdict = match (&c.verdict, &c.all_failed) {
+            (Usability::Usable, Some(why)) => Usability::FailsAtAll(why.clone()),
+            (v, _) => v.clone(),
+        };
+        out.push((p, verdict));
     }
     Ok((out, from_cache))
 }
@@ -391,10 +402,13 @@ fn check_one(
         Some(v) => (v, None),
         None => {
             let a = w.run(&Recipe::new(probe_bytes, p, 0, RecipeUse::Test).to_bytes(), inputs, all);
-            // an `all` run that failed after the pass ran still tells whether it fired
-            let known = a.status == Status::Ok || a.passes_ran.contains(&p.pass);
             let note = (a.status != Status::Ok).then(|| format!("{}: {}", a.status.kind(), a.status.message()));
-            (if known && !a.passes_fired.contains(&p.pass) { Usability::DoesNotFire } else { Usability::Usable }, note)
+            let verdict = match &note {
+                Some(why) => Usability::FailsAtAll(why.clone()),
+                None if !a.passes_fired.contains(&p.pass) => Usability::DoesNotFire,
+                None => Usability::Usable,
+            };
+            (verdict, note)
         }
     };
     Checked { verdict, ir_json: p.ir_json.clone(), shrunk, all_failed }
@@ -422,9 +436,8 @@ fn reference_verdict(
     if r.status != Status::Ok {
         return Some(Usability::ReferenceFails(format!("{}: {}", r.status.kind(), r.status.message())));
     }
-    let test = recipe(RecipeUse::Test);
-    let same = same_outputs(&r, &w.run(&test.to_bytes(), inputs, reference))
-        && same_outputs(&r, &w.run(&test.rerun().to_bytes(), inputs, reference));
+    let test = recipe(RecipeUse::Test).to_bytes();
+    let same = (0..2).all(|_| same_outputs(&r, &w.run(&test, inputs, reference)));
     (!same).then_some(Usability::Nondeterministic)
 }
 
@@ -434,8 +447,9 @@ pub fn structured(p: &RelaxPattern) -> bool {
 }
 
 /// The hosts among `candidates` (modules a pattern is spliced into, see `Recipe::hosted`): with `guest` spliced
-/// into one of their functions, the probe runs cleanly at the reference with TIR's argument assertions on, and
-/// twice the same without them (verdicts cached beside the patterns' checks).
+/// into one of their functions, the probe runs cleanly at the reference with TIR's argument assertions on, twice
+/// the same without them, and builds at `all` (a host failing there on its own would fail every test of it);
+/// verdicts cached beside the patterns' checks.
 pub fn check_hosts(
     pool: &crate::compiler::worker::Pool,
     candidates: Vec<RelaxPattern>,
@@ -453,8 +467,16 @@ pub fn check_hosts(
         let k = key(&host);
         let cached = cache.lock().unwrap().map.get(&k).map(|c| c.verdict.clone());
         let verdict = cached.unwrap_or_else(|| {
-            let v = reference_verdict(w, guest, &probe_bytes, Some(&host.script), &inputs, &reference)
-                .unwrap_or(Usability::Usable);
+            let v = reference_verdict(w, guest, &probe_bytes, Some(&host.script), &inputs, &reference).unwrap_or_else(
+                || {
+                    let test = Recipe::new(&probe_bytes, guest, 0, RecipeUse::Test).hosted(&host.script);
+                    let a = w.run(&test.to_bytes(), &inputs, &Config::level(Level::All));
+                    match a.status {
+                        crate::compiler::Status::Ok => Usability::Usable,
+                        st => Usability::FailsAtAll(format!("{}: {}", st.kind(), st.message())),
+                    }
+                },
+            );
             let c = Checked { verdict: v.clone(), ir_json: None, shrunk: None, all_failed: None };
             cache.lock().unwrap().insert(k, c);
             v

@@ -30,6 +30,10 @@ pub enum Class {
     /// The optimized run deviates from ONNX semantics only by skipping float16/bfloat16 roundings: it matches
     /// the model evaluated with every 16-bit float widened to float32 ([`crate::compiler::HALF_ROUNDING`]).
     Widened,
+    /// The optimized run deviates from ONNX semantics only by an approximation its configuration asks for by
+    /// design (a named configuration's `approximates`, e.g. `gelu_approx`): it matches the model evaluated with
+    /// that approximation ([`crate::compiler::APPROXIMATE`]).
+    Approximated,
     /// The runs differ only where the expected value is NaN or ±Inf (or both runs are non-finite there).
     Nonfinite,
     /// The semantic reference cannot tell (it failed, or both runs deviate from it), or the symptom did not
@@ -40,11 +44,12 @@ pub enum Class {
 }
 
 impl Class {
-    pub const ALL: [Class; 8] = [
+    pub const ALL: [Class; 9] = [
         Class::Optimizer,
         Class::Reference,
         Class::Precision,
         Class::Widened,
+        Class::Approximated,
         Class::Platform,
         Class::Nonfinite,
         Class::Undecided,
@@ -57,6 +62,7 @@ impl Class {
             Class::Reference => "reference",
             Class::Precision => "precision",
             Class::Widened => "widened",
+            Class::Approximated => "approximated",
             Class::Platform => "platform",
             Class::Nonfinite => "nonfinite",
             Class::Undecided => "undecided",
@@ -74,13 +80,13 @@ impl Class {
 
     /// Whether findings of this class are minimized: not rounding, NaN/Inf-only or platform differences.
     pub fn worth_reducing(self) -> bool {
-        !matches!(self, Class::Precision | Class::Nonfinite | Class::Widened | Class::Platform)
+        !matches!(self, Class::Precision | Class::Nonfinite | Class::Widened | Class::Platform | Class::Approximated)
     }
 
     /// Whether all findings of this class (per target and symptom) are one entry, whatever passes let it show:
     /// one known behaviour of the compiler.
     pub fn one_entry(self) -> bool {
-        matches!(self, Class::Widened | Class::Platform)
+        matches!(self, Class::Widened | Class::Platform | Class::Approximated)
     }
 
     /// One line for reports: what the class means for whoever reads it.
@@ -101,6 +107,11 @@ impl Class {
                 "the optimized run skips float16/bfloat16 roundings the model asks for (it matches the model computed \
                  in float32): ONNX Runtime's CPU provider computes 16-bit float ops in float32 through casts it \
                  inserts, and merging those casts drops a rounding; a known trade-off, not filed as a bug"
+            }
+            Class::Approximated => {
+                "the optimized run deviates only by an approximation its configuration asks for (it matches the model \
+                 evaluated with that approximation, e.g. Gelu by FastGelu's tanh formula under \
+                 optimization.enable_gelu_approximation=1): by design, not filed as a bug"
             }
             Class::Nonfinite => "the runs differ only where the expected value is NaN or infinite",
             Class::Undecided => "oatest cannot tell which side is wrong; check by hand before reporting",
@@ -164,7 +175,24 @@ impl Semantic {
         self.evaluate(model, feeds, true)
     }
 
+    /// The outputs of `model` evaluated with the approximations `names` (see [`crate::compiler::APPROXIMATE`]).
+    pub fn run_approximated(
+        &mut self,
+        model: &[u8],
+        feeds: &[NamedTensor],
+        names: &[String],
+    ) -> Result<Outcome, String> {
+        let pseudo: Vec<String> = names.iter().map(|n| format!("{}{n}", crate::compiler::APPROXIMATE)).collect();
+        self.evaluate_with(model, feeds, &pseudo)
+    }
+
     fn evaluate(&mut self, model: &[u8], feeds: &[NamedTensor], widened: bool) -> Result<Outcome, String> {
+        let pseudo = if widened { vec![crate::compiler::HALF_ROUNDING.to_string()] } else { Vec::new() };
+        self.evaluate_with(model, feeds, &pseudo)
+    }
+
+    /// Evaluates `model` with the reference's pseudo-passes `pseudo` disabled.
+    fn evaluate_with(&mut self, model: &[u8], feeds: &[NamedTensor], pseudo: &[String]) -> Result<Outcome, String> {
         if let Some(why) = &self.broken {
             return Err(format!("the semantic reference is not available: {why}"));
         }
@@ -180,9 +208,7 @@ impl Semantic {
         }
         let w = self.worker.as_mut().expect("started");
         let mut config = Config::level(Level::Disable);
-        if widened {
-            config.disabled.push(crate::compiler::HALF_ROUNDING.to_string());
-        }
+        config.disabled.extend(pseudo.iter().cloned());
         let o = w.run(model, feeds, &config);
         match &o.status {
             Status::Ok => Ok(o),
@@ -265,6 +291,29 @@ pub fn refine_widened(
     Classified {
         class: Class::Widened,
         note: format!("{}; the optimized run skips 16-bit roundings the model asks for: {how}", classified.note),
+    }
+}
+
+/// Refines class `optimizer` of `optimized` to [`Class::Approximated`] when it matches `approximated`, the model
+/// evaluated with the approximations `names` its configuration makes by design.
+pub fn refine_approximated(
+    oracle: &Oracle,
+    hints: &Hints,
+    classified: Classified,
+    optimized: &Outcome,
+    approximated: &Outcome,
+    names: &[String],
+) -> Classified {
+    if classified.class != Class::Optimizer || oracle.inconsistency_with(approximated, optimized, hints).is_some() {
+        return classified;
+    }
+    Classified {
+        class: Class::Approximated,
+        note: format!(
+            "{}; it matches the model evaluated with the approximation {} that its configuration asks for by design",
+            classified.note,
+            names.join(" + ")
+        ),
     }
 }
 

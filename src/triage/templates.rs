@@ -96,6 +96,9 @@ pub(super) fn doing(f: &Finding, t: &Triaged) -> &'static str {
         (Symptom::Inconsistency, Class::Widened) => {
             "skips float16/bfloat16 roundings the model asks for (it matches the model computed in float32)"
         }
+        (Symptom::Inconsistency, Class::Approximated) => {
+            "deviates only by the approximation its configuration asks for (it matches the model evaluated with it)"
+        }
         (Symptom::Inconsistency, Class::Platform) => {
             "deviates only in the fast x64 quantized kernels (with session.x64quantprecision=1 it is right)"
         }

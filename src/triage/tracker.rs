@@ -89,6 +89,7 @@ pub(super) fn what(f: &Finding, t: &Triaged) -> &'static str {
         (Symptom::Inconsistency, Class::Reference) => "computes wrong results without optimization, right ones",
         (Symptom::Inconsistency, Class::Precision) => "rounds differently",
         (Symptom::Inconsistency, Class::Widened) => "skips float16 roundings",
+        (Symptom::Inconsistency, Class::Approximated) => "approximates as asked",
         (Symptom::Inconsistency, Class::Platform) => "overflows in its fast x64 quantized kernels",
         (Symptom::Inconsistency, Class::Nonfinite) => "differs in NaN/Inf results",
         (Symptom::Inconsistency, Class::Undecided) => "computes different results",
