@@ -9,10 +9,10 @@ use crate::synth::source::{DirSource, Mix, RelaxSynthSource, SeedgenSource, Synt
 
 /// Relax synthesis: the library's patterns a campaign can target (`RelaxPattern::target`: an optional pass of
 /// the TVM pipeline firing with its default arguments, or a pass the runner inserts, with the test's recorded
-/// arguments), checked in TVM workers spliced into a probe seed (`synth::usable::check_library`).
+/// arguments), checked in TVM workers spliced into a probe seed (`synth::relax_usable::check_library`).
 fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow::Result<RelaxSynthSource> {
     use crate::pattern::relax::load_relax_library;
-    use crate::synth::usable::{check_library, Usability as Verdict};
+    use crate::synth::relax_usable::{check_library, Usability as Verdict};
     let t0 = std::time::Instant::now();
     let (patterns, bad) = load_relax_library(dir)?;
     for b in bad.iter().take(5) {
@@ -81,7 +81,7 @@ fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow:
     anyhow::ensure!(!usable.is_empty(), "no usable Relax patterns in {}", dir.display());
     // hosts: a sample of the usable patterns with TVM's own structure, each checked with a plain guest
     let t1 = std::time::Instant::now();
-    let mut structured: Vec<_> = usable.iter().filter(|p| crate::synth::usable::structured(p)).cloned().collect();
+    let mut structured: Vec<_> = usable.iter().filter(|p| crate::synth::relax_usable::structured(p)).cloned().collect();
     let n_structured = structured.len();
     {
         use rand::seq::SliceRandom as _;
@@ -90,7 +90,7 @@ fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow:
     structured.truncate(MAX_HOSTS);
     let guest = usable.iter().find(|p| p.functions.len() == 1 && !structured.iter().any(|h| h.script == p.script));
     let hosts = match guest {
-        Some(g) => crate::synth::usable::check_hosts(&pool, structured, g, &probe)?,
+        Some(g) => crate::synth::relax_usable::check_hosts(&pool, structured, g, &probe)?,
         None => Vec::new(),
     };
     eprintln!(

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub mod bridges;
 pub mod recipe;
+pub mod relax_usable;
 pub mod schedule;
 pub mod source;
 pub mod usable;
