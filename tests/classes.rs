@@ -218,3 +218,19 @@ fn ort_gelu_approximation_deviating_only_by_the_approximation_is_approximated() 
     assert_eq!(bug["triage"]["class"], "approximated", "{bug}");
     assert!(bug["triage"]["class_note"].as_str().unwrap().contains("approximation gelu"), "{bug}");
 }
+
+/// ONNX Runtime 1.31.1 (a 1-hour campaign filed this as a LayerNormFusionL1 bug): a layer normalization of
+/// three equal float32 values. The fused kernel returns the bias exactly; onnx.reference and the unoptimized
+/// run subtract a mean rounded one ULP away and divide that by sqrt(1e-8), landing 1.2e-3 off. Inputs moved by
+/// a few ULPs move the reference's own result as far: class `precision` (ill-conditioned), not a bug.
+#[test]
+fn ort_layer_norm_of_equal_values_is_ill_conditioned_precision() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/oatest-findings/layernorm-ill-conditioned");
+    let dir = tempfile::tempdir().unwrap();
+    let model = std::fs::read(data.join("model.onnx")).unwrap();
+    let bug = reduce(dir.path(), &model, "ort", &["--inputs", data.to_str().unwrap()]);
+    assert_eq!(bug["symptom"], "inconsistency", "{bug}");
+    assert_eq!(bug["triage"]["culprits"], serde_json::json!(["LayerNormFusionL1"]), "{bug}");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("ill-conditioned"), "{bug}");
+}

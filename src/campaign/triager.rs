@@ -57,7 +57,7 @@ impl Triager {
     }
 
     /// Asks the thread to finish every queued finding and waits for it; returns how many findings were left
-    /// untriaged (only when the campaign was interrupted).
+    /// untriaged (the campaign was interrupted, or its triage worker could not start).
     pub fn finish(&mut self) -> usize {
         let _ = self.tx.send(Msg::Finish);
         self.thread.take().map(|t| t.join().unwrap_or(0)).unwrap_or(0)
@@ -80,12 +80,15 @@ fn serve(
     // (not first, arrival order, dir): firsts before duplicates, each in filing order
     let mut queue: BinaryHeap<Reverse<(bool, u64, PathBuf)>> = BinaryHeap::new();
     let (mut arrivals, mut finishing) = (0u64, false);
+    // findings left to `oatest triage`: those whose worker could not start, and every one after the worker
+    // failed to start MAX_START_FAILURES times in a row (the target cannot serve triage in this campaign)
+    let (mut untriaged, mut start_failures) = (0usize, 0u32);
     loop {
         loop {
             let msg = if queue.is_empty() && !finishing {
                 match rx.recv() {
                     Ok(m) => m,
-                    Err(_) => return 0,
+                    Err(_) => return untriaged,
                 }
             } else {
                 match rx.try_recv() {
@@ -98,6 +101,7 @@ fn serve(
                 }
             };
             match msg {
+                Msg::Finding(_, _) if start_failures >= MAX_START_FAILURES => untriaged += 1,
                 Msg::Finding(dir, first) => {
                     queue.push(Reverse((!first, arrivals, dir)));
                     arrivals += 1;
@@ -107,18 +111,34 @@ fn serve(
         }
         let next = queue.peek().map(|_| ());
         match next {
-            None if finishing => return 0,
+            None if finishing => return untriaged,
             None => continue,
-            _ if stop.load(Ordering::Relaxed) => return queue.len(),
+            _ if stop.load(Ordering::Relaxed) => return untriaged + queue.len(),
             _ => {}
         }
         let Some(Reverse((_, _, dir))) = queue.pop() else { continue };
         if worker.is_none() {
             match Worker::start(spec.clone()) {
-                Ok(w) => worker = Some(w),
+                Ok(w) => {
+                    worker = Some(w);
+                    start_failures = 0;
+                }
                 Err(e) => {
-                    let _ = tx.send(Report::Failed(dir, format!("cannot start a triage worker: {e:#}")));
-                    return queue.len();
+                    start_failures += 1;
+                    untriaged += 1;
+                    let mut why = format!("cannot start a triage worker: {e:#}");
+                    if start_failures >= MAX_START_FAILURES {
+                        why.push_str(&format!(
+                            " ({MAX_START_FAILURES} failed starts in a row: the campaign triages no more; \
+                             `oatest triage` does the rest)"
+                        ));
+                        untriaged += queue.len();
+                        queue.clear();
+                    }
+                    if tx.send(Report::Failed(dir, why)).is_err() {
+                        return untriaged + queue.len();
+                    }
+                    continue;
                 }
             }
         }
@@ -129,7 +149,39 @@ fn serve(
             Err(e) => Report::Failed(dir, format!("{e:#}")),
         };
         if tx.send(report).is_err() {
-            return queue.len();
+            return untriaged + queue.len();
         }
+    }
+}
+
+/// Failed starts of the triage worker in a row after which the campaign leaves triage to `oatest triage`.
+const MAX_START_FAILURES: u32 = 3;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A triage worker that cannot start leaves every finding untriaged, counted, for `oatest triage`; the
+    /// thread neither stops at the first failure nor loses the findings filed after it.
+    #[test]
+    fn findings_whose_triage_worker_cannot_start_are_counted_untriaged() {
+        let run = std::env::temp_dir().join(format!("oatest-triager-{}", std::process::id()));
+        std::fs::create_dir_all(&run).unwrap();
+        let mut spec = WorkerSpec::new(crate::compiler::TargetKind::Tract).unwrap();
+        spec.exe = PathBuf::from("/bin/false"); // exits before it greets
+        let stop = Arc::new(AtomicBool::new(false));
+        let oracle = Oracle { tolerance: Default::default() };
+        let mut t = Triager::start(spec, run.clone(), oracle, Limits::default(), Labeler::default(), stop);
+        for i in 0..5 {
+            t.submit(run.join(format!("findings/{i:08}-error")), i == 0);
+        }
+        let mut failed = 0;
+        let left = t.finish();
+        while let Ok(r) = t.results.try_recv() {
+            failed += matches!(r, Report::Failed(..)) as usize;
+        }
+        let _ = std::fs::remove_dir_all(&run);
+        assert_eq!(left, 5, "every finding is left to oatest triage");
+        assert_eq!(failed, MAX_START_FAILURES as usize, "one message per failed start, then none");
     }
 }

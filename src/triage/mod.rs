@@ -3,6 +3,7 @@
 //! directory with its report and standalone reproducer (`report`); regression suites from bugs (`export`).
 
 pub mod classify;
+pub mod conditioning;
 pub mod dd;
 mod enablers;
 pub mod export;

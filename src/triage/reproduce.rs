@@ -2,6 +2,7 @@
 //! its fired passes, and the check every reduction candidate must pass.
 
 use super::classify::{self, Class, Classified, Semantic};
+use super::conditioning;
 use super::dd::{self, Culprits, Probe};
 use super::load::Finding;
 use super::reduce::Case;
@@ -77,6 +78,19 @@ impl<'w> Reproducer<'w> {
                     }
                 }
                 c
+            }
+            _ => c,
+        };
+        // at an ill-conditioned input, rounding alone moves the exact result as far: perturbed inputs tell
+        let c = match (&semantic, self.semantic.as_mut()) {
+            (Ok(truth), Some(s))
+                if c.class == Class::Optimizer && case.feeds.iter().any(|f| f.tensor.dtype.is_float()) =>
+            {
+                let model = onnx::encode_model(&case.model);
+                let runs: Vec<Outcome> = (1..=conditioning::PERTURBATIONS)
+                    .filter_map(|k| s.run(&model, &conditioning::perturbed(&case.feeds, k)).ok())
+                    .collect();
+                conditioning::refine(&self.oracle, c, truth, optimized, &runs)
             }
             _ => c,
         };

@@ -14,6 +14,22 @@ pub(super) fn cpu_time(pid: u32) -> Option<Duration> {
     Some(Duration::from_millis(ticks * 1000 / hz))
 }
 
+/// Time a process has spent runnable but waiting for a CPU, from /proc/PID/task/*/schedstat: the largest over
+/// its threads (a starved process waits in every thread at once; summing would count that wait several times).
+/// `None` where the kernel keeps no scheduler statistics.
+pub(super) fn runqueue_wait(pid: u32) -> Option<Duration> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut most: Option<u64> = None;
+    for t in tasks.flatten() {
+        let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) else { continue };
+        // "<ns on a CPU> <ns waiting on a run queue> <time slices>"
+        if let Some(ns) = s.split_whitespace().nth(1).and_then(|w| w.parse::<u64>().ok()) {
+            most = Some(most.map_or(ns, |m| m.max(ns)));
+        }
+    }
+    most.map(Duration::from_nanos)
+}
+
 /// Resident set size of a process (`None`: this one), in bytes, from /proc.
 pub fn rss_bytes(pid: Option<u32>) -> Option<u64> {
     let path = pid.map_or_else(|| "/proc/self/statm".to_string(), |p| format!("/proc/{p}/statm"));

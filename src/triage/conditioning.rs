@@ -1,0 +1,112 @@
+//! Whether a wrong-looking optimized result is only rounding at an ill-conditioned input. Some computations
+//! amplify rounding without bound at some inputs: a layer normalization of nearly equal values divides a
+//! difference of a few ULPs by a tiny deviation, so two correct implementations (one- and two-pass variance)
+//! disagree in the third digit. The semantic reference rounds too. Perturbing the float inputs by a few ULPs
+//! and evaluating the model again shows how far rounding alone moves the exact result there: a deviation
+//! within that distance is class `precision`, not a bug of the pass.
+
+use super::classify::{Class, Classified};
+use crate::compiler::{NamedTensor, Outcome};
+use crate::graph::{DType, Tensor};
+use crate::oracle::Oracle;
+use rand::{Rng, SeedableRng};
+
+/// How many ULPs (relative, of each input's dtype) a perturbation moves each float input element, at most.
+pub const PERTURB_ULPS: f64 = 4.0;
+/// How many perturbed evaluations measure the spread.
+pub const PERTURBATIONS: u64 = 3;
+/// A deviation is explained when it is at most this many times the perturbed results' spread.
+const SPREAD_FACTOR: f64 = 2.0;
+
+/// The unit roundoff of a float dtype.
+fn epsilon(d: DType) -> Option<f64> {
+    match d {
+        DType::F32 => Some(f32::EPSILON as f64),
+        DType::F64 => Some(f64::EPSILON),
+        DType::F16 => Some(2f64.powi(-10)),
+        DType::BF16 => Some(2f64.powi(-7)),
+        _ => None,
+    }
+}
+
+/// `feeds` with every float element multiplied by `1 + u·PERTURB_ULPS·eps`, u uniform in [-1, 1] (seeded).
+pub fn perturbed(feeds: &[NamedTensor], seed: u64) -> Vec<NamedTensor> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    feeds
+        .iter()
+        .map(|f| {
+            let t = &f.tensor;
+            let (Some(eps), Some(values)) = (epsilon(t.dtype), t.to_f64s()) else { return f.clone() };
+            let moved: Vec<f64> =
+                values.iter().map(|v| v * (1.0 + rng.random_range(-1.0..=1.0) * PERTURB_ULPS * eps)).collect();
+            let dims: Vec<usize> = t.dims.iter().map(|&d| d.max(0) as usize).collect();
+            NamedTensor { name: f.name.clone(), tensor: Tensor::from_f64s(t.dtype, &dims, &moved) }
+        })
+        .collect()
+}
+
+/// Refines class `optimizer` to [`Class::Precision`] when every element where `optimized` is beyond tolerance of
+/// `semantic` deviates by at most twice as much as `perturbed` (the reference's results on inputs moved by a few
+/// ULPs) spread around it, at least one spread being non-zero; any other output difference keeps the class.
+pub fn refine(
+    oracle: &Oracle,
+    classified: Classified,
+    semantic: &Outcome,
+    optimized: &Outcome,
+    perturbed: &[Outcome],
+) -> Classified {
+    if classified.class != Class::Optimizer || perturbed.is_empty() || semantic.outputs.len() != optimized.outputs.len()
+    {
+        return classified;
+    }
+    let tol = oracle.tolerance.for_config(&optimized.config);
+    let (mut deviating, mut worst_ratio) = (0usize, 0f64);
+    for (k, (e, o)) in semantic.outputs.iter().zip(&optimized.outputs).enumerate() {
+        let (te, to) = (&e.tensor, &o.tensor);
+        let values = |t: &Tensor| t.to_f64s().filter(|_| t.dtype.is_float());
+        let (Some(ve), Some(vo)) = (values(te), values(to)) else {
+            if te != to {
+                return classified;
+            }
+            continue;
+        };
+        if te.dims != to.dims || ve.len() != vo.len() {
+            return classified;
+        }
+        let others: Vec<Vec<f64>> =
+            perturbed.iter().filter_map(|p| p.outputs.get(k)).filter_map(|p| values(&p.tensor)).collect();
+        if others.len() != perturbed.len() || others.iter().any(|v| v.len() != ve.len()) {
+            return classified;
+        }
+        for (i, (&x, &y)) in ve.iter().zip(&vo).enumerate() {
+            if !x.is_finite() || !y.is_finite() {
+                if x.to_bits() != y.to_bits() && !(x.is_nan() && y.is_nan()) {
+                    return classified;
+                }
+                continue;
+            }
+            if tol.allows(te.dtype, x, y, None) {
+                continue;
+            }
+            deviating += 1;
+            let spread = others.iter().map(|v| (v[i] - x).abs()).fold(0.0, f64::max);
+            let diff = (y - x).abs();
+            if !(spread > 0.0 && diff <= SPREAD_FACTOR * spread) {
+                return classified;
+            }
+            worst_ratio = worst_ratio.max(diff / spread);
+        }
+    }
+    if deviating == 0 {
+        return classified;
+    }
+    Classified {
+        class: Class::Precision,
+        note: format!(
+            "{}; but the model is ill-conditioned at this input: moving the float inputs by {PERTURB_ULPS} ULPs moves \
+             onnx.reference's own result about as far (the optimized deviation is at most {worst_ratio:.2} times that \
+             spread, over {PERTURBATIONS} perturbations), so it is rounding, not a bug",
+            classified.note
+        ),
+    }
+}
