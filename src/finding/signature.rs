@@ -15,8 +15,9 @@ pub fn primary(j: &Judgement) -> Option<&Verdict> {
 }
 
 /// A message with the parts that vary between occurrences of one bug removed: numbers, hex addresses, quoted
-/// names.
+/// names, and the free text after a TVM check's condition (see [`check_condition`]).
 pub fn normalize(msg: &str) -> String {
+    let msg = check_condition(msg);
     let mut out = String::with_capacity(msg.len());
     let mut chars = msg.chars().peekable();
     let mut in_quote: Option<char> = None;
@@ -65,6 +66,22 @@ pub fn normalize(msg: &str) -> String {
         }
     }
     out
+}
+
+/// A TVM `ICHECK` message up to its condition: `Check failed: (COND) is false: FREE TEXT` keeps what precedes the
+/// free text, which names the values of this occurrence without quotes (`Inconsistent buffers PadInput and
+/// arg0 mapped to the same relax var: lv6`, then `... compute and arg0 ... lv10` for the same bug). A condition
+/// that is only a literal (`(false)`, `(0)`) says nothing by itself: such a message is kept whole.
+fn check_condition(msg: &str) -> &str {
+    const MARK: &str = "Check failed: (";
+    let Some(start) = msg.find(MARK) else { return msg };
+    let cond_start = start + MARK.len();
+    let Some(len) = msg[cond_start..].find(") is false") else { return msg };
+    let cond = &msg[cond_start..cond_start + len];
+    if matches!(cond.trim(), "false" | "0" | "nullptr") {
+        return msg;
+    }
+    &msg[..cond_start + len + ") is false".len()]
 }
 
 /// An error's kind, for recognizing the same error while delta debugging and reducing: the normalized message
@@ -130,6 +147,26 @@ mod tests {
             normalize("Node (t2_0_q) Op (QuantizeLinear) input (c4) of (x)")
         );
         assert_ne!(normalize("Op (QuantizeLinear)"), normalize("Op (DequantizeLinear)"));
+    }
+
+    #[test]
+    fn a_tvm_check_is_known_by_its_condition_not_by_the_values_its_message_names() {
+        let check = |free: &str| {
+            normalize(&format!("InternalError: Check failed: (ffi::StructuralEqual()((*it).second.type(), new_buf.type())) is false: {free}"))
+        };
+        assert_eq!(
+            check("Inconsistent buffers PadInput and arg0 mapped to the same relax var: lv6"),
+            check("Inconsistent buffers compute and arg0 mapped to the same relax var: lv10")
+        );
+        assert_ne!(
+            normalize("Check failed: (it != string_lookup.end()) is false: no parameter c0"),
+            normalize("Check failed: (it_group != obj2group_.end()) is false: Variable gv not in any group")
+        );
+        // a literal condition says nothing: the text is the message
+        assert_ne!(
+            normalize("Check failed: (false) is false: Cannot find op relax.split"),
+            normalize("Check failed: (false) is false: Unsupported layout NCHW4c")
+        );
     }
 
     #[test]
