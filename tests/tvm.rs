@@ -284,3 +284,71 @@ fn a_relax_level_finding_is_reduced_in_its_seed_graph_and_keeps_the_pattern_it_n
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("Relax pattern (from TVM's"), "{report}");
 }
+
+/// A host module with TVM's own structure: two functions, an `R.If` in `main` whose then-branch calls the
+/// other one. Its result does not depend on the values fed to it: `c` is `sum(|x|) >= 0`, true for every
+/// finite x, and the then-branch returns `double(|x|·0 + 1)` = 2 everywhere (the else-branch would give -1).
+const IF_HOST: &str = r#"# from tvm.script import ir as I
+# from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    @R.function(private=True)
+    def double(x: R.Tensor((4, 4), dtype="float32")) -> R.Tensor((4, 4), dtype="float32"):
+        y: R.Tensor((4, 4), dtype="float32") = R.add(x, x)
+        return y
+
+    @R.function
+    def main(x: R.Tensor((4, 4), dtype="float32")) -> R.Tensor((4, 4), dtype="float32"):
+        cls = Module
+        with R.dataflow():
+            a: R.Tensor((4, 4), dtype="float32") = R.abs(x)
+            s: R.Tensor((), dtype="float32") = R.sum(a)
+            c: R.Tensor((), dtype="bool") = R.greater_equal(s, R.const(0.0, "float32"))
+            z: R.Tensor((4, 4), dtype="float32") = R.multiply(a, R.const(0.0, "float32"))
+            R.output(c, z)
+        if c:
+            o: R.Tensor((4, 4), dtype="float32") = R.add(z, R.const(1.0, "float32"))
+            r: R.Tensor((4, 4), dtype="float32") = cls.double(o)
+        else:
+            r: R.Tensor((4, 4), dtype="float32") = R.subtract(z, R.const(1.0, "float32"))
+        return r
+"#;
+
+#[test]
+fn a_pattern_spliced_into_a_host_with_an_if_and_two_functions_runs_at_every_level() {
+    use oatest::compiler::{Config, Level, Status};
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    small_library(&lib, &["FuseOps"], 1);
+    let pattern_file = std::fs::read_dir(lib.join("FuseOps")).unwrap().next().unwrap().unwrap().path();
+    let pattern = json(&pattern_file);
+    let seed = chain(&["Relu", "Sigmoid"], None);
+    let hex: String = seed.iter().map(|b| format!("{b:02x}")).collect();
+    let recipe = serde_json::json!({
+        "kind": "oatest-relax-synth", "seed_onnx": hex, "pattern": pattern["script"], "pass": "FuseOps",
+        "provenance": pattern["provenance"], "rng": 1, "check_only": false, "host": IF_HOST,
+    })
+    .to_string();
+    let graph = oatest::graph::onnx::decode_model(&seed).unwrap().graph;
+    let inputs = oatest::compiler::inputs::generate(&graph, 0).unwrap();
+    let mut spec = WorkerSpec::new(TargetKind::Tvm).unwrap();
+    spec.exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_oatest"));
+    let mut w = Worker::start(spec).expect("TVM worker (run scripts/setup.sh)");
+    let mut results = Vec::new();
+    for level in [Level::Disable, Level::Basic, Level::Extended, Level::All] {
+        let o = w.run(recipe.as_bytes(), &inputs, &Config::level(level));
+        assert_eq!(o.status, Status::Ok, "{level:?}: {o:?}");
+        let names: Vec<&str> = o.outputs.iter().map(|t| t.name.as_str()).collect();
+        // the seed's output, the host function's result, the pattern's
+        assert_eq!(names.len(), 3, "{level:?}: {names:?}");
+        let host = o.outputs[1].tensor.to_f64s().unwrap();
+        assert_eq!(host, vec![2.0; 16], "{level:?}: the If's then-branch, through the second function");
+        results.push(o);
+    }
+    let fired = &results[3].passes_fired;
+    assert!(fired.iter().any(|p| p == "FuseOps"), "the pattern's pass fires in the host: {fired:?}");
+    let oracle = oatest::oracle::Oracle { tolerance: Default::default() };
+    let j = oracle.judge(&results);
+    assert!(j.valid && j.verdicts.is_empty(), "every level agrees with disable: {j:?}");
+}
