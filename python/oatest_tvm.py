@@ -41,6 +41,7 @@ import tvm_ffi
 from tvm_ffi import structural_hash
 
 import oatest_tvm_passes
+import oatest_tvm_synth
 from oatest_tvm_check import check_pattern
 from oatest_tvm_synth import _imported
 
@@ -168,7 +169,14 @@ def _extra_pass(recipe: dict | None) -> tuple | None:
     """(name, arguments) of the pass a recipe's pattern came from, when it is not a pipeline pass."""
     if recipe is None or recipe.get("pass") not in oatest_tvm_passes.PLACEMENT:
         return None
-    return recipe["pass"], recipe.get("pass_args")
+    args = recipe.get("pass_args")
+    # the pass was called on the pattern's entry by its name in the test (`func_name="main"`); spliced, the
+    # entry is oatest_tvm_synth.PATTERN_NAME, and `main` is the seed's
+    if isinstance(args, dict) and isinstance(args.get("func_name"), str):
+        pat = oatest_tvm_synth._parsed(recipe["pattern"], recipe.get("pattern_ir"))
+        if args["func_name"] == oatest_tvm_synth._entry(pat).name_hint:
+            args = {**args, "func_name": oatest_tvm_synth.PATTERN_NAME}
+    return recipe["pass"], args
 
 
 @tvm.instrument.pass_instrument
