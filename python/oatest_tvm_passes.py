@@ -129,7 +129,59 @@ def _decode(v):
 def make_pass(name: str, args: dict | None = None):
     """Pass `name` built with its recorded arguments (None or {}: its defaults) and oatest's OVERRIDES."""
     ctor = constructor(name)
-    return ctor(**{k: _decode(v) for k, v in {**(args or {}), **OVERRIDES.get(name, {})}.items()})
+    built = ctor(**{k: _decode(v) for k, v in {**(args or {}), **OVERRIDES.get(name, {})}.items()})
+    if name == "BindParams" and isinstance((args or {}).get("func_name"), str):
+        return _with_call_sites(built, args["func_name"], set(bound_params(name, args)))
+    return built
+
+
+def bound_params(name: str, args: dict | None) -> dict:
+    """The parameters (name -> numpy array) pass `name` binds to constants with these arguments: BindParams'
+    `params` given by name. Synthesis feeds those parameters these very constants, so that every
+    configuration computes the same function whether or not the pass binds them."""
+    if name != "BindParams" or not isinstance(args, dict):
+        return {}
+    params = _decode(args.get("params"))
+    if not isinstance(params, dict):
+        return {}
+    return {k: v for k, v in params.items() if isinstance(k, str) and isinstance(v, np.ndarray)}
+
+
+def _with_call_sites(inner, func_name: str, names: set):
+    """BindParams on a function that is called (a spliced pattern's entry, unlike the `main` of its test): the
+    pass drops the bound parameters from the function, so the calls drop the arguments at their positions. The
+    wrapper carries the pass's name; the instrumentation counts it as that pass (the inner call is nested)."""
+
+    @relax.expr_functor.mutator
+    class _DropArgs(relax.PyExprMutator):
+        def __init__(self, mod, old, drop):
+            super().__init__(mod)
+            self.old, self.new, self.drop = old, None, drop
+
+        def visit_call_(self, call):
+            if isinstance(call.op, tvm.ir.GlobalVar) and call.op.same_as(self.old):
+                kept = [self.visit_expr(a) for i, a in enumerate(call.args) if i not in self.drop]
+                return relax.Call(self.new, kept, call.attrs, call.ty_args, call.span)
+            return super().visit_call_(call)
+
+    def transform(mod, _ctx):
+        if func_name not in {g.name_hint for g in mod.get_global_vars()}:
+            return inner(mod)
+        gv = mod.get_global_var(func_name)
+        drop = {i for i, p in enumerate(mod[gv].params) if p.name in names}
+        new = inner(mod)
+        if not drop or len(new[gv].params) == len(mod[gv].params):
+            return new
+        # the bound function under a fresh GlobalVar, whose type has the fewer parameters
+        rest = tvm.IRModule({g: new[g] for g in new.get_global_vars() if not g.same_as(gv)}, attrs=new.attrs)
+        mutator = _DropArgs(rest, gv, drop)
+        mutator.new = mutator.builder_.add_func(new[gv], func_name)
+        for g in list(rest.get_global_vars()):
+            if isinstance(rest[g], relax.Function):
+                mutator.builder_.update_func(g, mutator.visit_expr(rest[g]))
+        return mutator.builder_.get()
+
+    return tvm.transform.module_pass(transform, opt_level=0, name="BindParams")
 
 
 def insert(pipeline: list, name: str) -> list:

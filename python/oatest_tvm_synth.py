@@ -26,6 +26,8 @@ from tvm import relax
 import tvm.relax.utils  # noqa: F401 - copy_with_new_vars
 from tvm.relax.frontend.onnx import from_onnx
 
+import oatest_tvm_passes
+
 
 def _static(ty):
     """(dtype, dims) of a tensor type with a static shape, else None."""
@@ -129,19 +131,25 @@ def pattern_usable(pattern_script: str) -> None:
 
 
 def synthesize(
-    seed_onnx: bytes, pattern_script: str, rng_seed: int, ir_json: str | None = None, host: str | None = None
+    seed_onnx: bytes,
+    pattern_script: str,
+    rng_seed: int,
+    ir_json: str | None = None,
+    host: str | None = None,
+    bound: dict | None = None,
 ) -> tvm.IRModule:
     """Splices a Relax pattern into the Relax import of a seed ONNX model, or into a host module called from it
-    (see the module docstring)."""
+    (see the module docstring). `bound`: pattern parameters (by name) fed a constant instead of a seed value,
+    the constants the test's pass binds them to (oatest_tvm_passes.bound_params)."""
     if host is not None:
-        return _synthesize_hosted(seed_onnx, pattern_script, rng_seed, ir_json, host)
+        return _synthesize_hosted(seed_onnx, pattern_script, rng_seed, ir_json, host, bound)
     rng = random.Random(rng_seed)
     seed = from_onnx(onnx.load_from_string(seed_onnx), keep_params_in_input=False)
     pat = _parsed(pattern_script, ir_json)
     pattern_usable(pattern_script)
     entry = _entry(pat)
     pfunc = pat[entry]
-    ptypes = [_static(p.ty) for p in pfunc.params]
+    ptypes = _param_feeds(pfunc, bound)
     seed_names = {g.name_hint for g in seed.get_global_vars()}
     clash = {g.name_hint for g in pat.get_global_vars() if g.name_hint != entry.name_hint} & seed_names
     if clash or PATTERN_NAME in seed_names:
@@ -189,10 +197,36 @@ def synthesize(
     return new
 
 
+class _Bound:
+    """A parameter fed the constant its test's pass binds it to."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _param_feeds(pfunc, bound: dict | None) -> list:
+    """Per parameter of the pattern's entry: its static (dtype, dims), or the constant it is bound to (`bound`,
+    when the array has exactly the parameter's type: a shrunk pattern's parameter does not take its test's)."""
+    out = []
+    for p in pfunc.params:
+        t = _static(p.ty)
+        value = (bound or {}).get(p.name)
+        if value is not None and t is not None and (str(value.dtype), list(value.shape)) == (t[0], list(t[1])):
+            out.append(_Bound(relax.const(value, str(value.dtype))))
+        else:
+            out.append(t)
+    return out
+
+
 def _splice(bb, pgv, ptypes, avail, rng):
-    """Calls the pattern with one argument per parameter: reuse, bridge, or zeros; returns its tensor result."""
+    """Calls the pattern with one argument per parameter: reuse, bridge, zeros, or the constant the parameter is
+    bound to; returns its tensor result."""
     args = []
-    for dtype, dims in ptypes:
+    for t in ptypes:
+        if isinstance(t, _Bound):
+            args.append(t.value)
+            continue
+        dtype, dims = t
         same = [v for v in avail if _static(v.ty) == (dtype, dims)]
         if same:
             args.append(rng.choice(same))
@@ -245,7 +279,7 @@ def _host_candidates(host: tvm.IRModule) -> list:
     return out
 
 
-def _synthesize_hosted(seed_onnx: bytes, pattern_script: str, rng_seed: int, ir_json, host_script: str):
+def _synthesize_hosted(seed_onnx: bytes, pattern_script: str, rng_seed: int, ir_json, host_script: str, bound=None):
     rng = random.Random(rng_seed)
     seed = from_onnx(onnx.load_from_string(seed_onnx), keep_params_in_input=False)
     pat = _parsed(pattern_script, ir_json)
@@ -253,7 +287,7 @@ def _synthesize_hosted(seed_onnx: bytes, pattern_script: str, rng_seed: int, ir_
     host = _parsed(host_script)
     entry = _entry(pat)
     pfunc = pat[entry]
-    ptypes = [_static(p.ty) for p in pfunc.params]
+    ptypes = _param_feeds(pfunc, bound)
     names = {g.name_hint for g in host.get_global_vars()}
     pnames = {g.name_hint for g in pat.get_global_vars() if g.name_hint != entry.name_hint}
     if names & pnames or {PATTERN_NAME, HOST_NAME, HOST_MAIN} & (names | pnames):
@@ -391,7 +425,8 @@ def _imported(model_bytes: bytes, recipe: dict | None):
         return hit[1]
     if recipe is not None:
         seed = bytes.fromhex(recipe["seed_onnx"])
-        mod = synthesize(seed, recipe["pattern"], recipe["rng"], recipe.get("pattern_ir"), recipe.get("host"))
+        bound = oatest_tvm_passes.bound_params(recipe.get("pass"), recipe.get("pass_args"))
+        mod = synthesize(seed, recipe["pattern"], recipe["rng"], recipe.get("pattern_ir"), recipe.get("host"), bound)
         model = onnx.load_from_string(seed)
         value = (model, mod, extra_output_names(mod, len(model.graph.output)))
     else:

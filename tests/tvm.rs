@@ -200,11 +200,16 @@ fn passes_outside_the_pipeline_run_at_their_placement_for_their_own_patterns() {
     let dir = tempfile::tempdir().unwrap();
     let (lib, cache) = (dir.path().join("lib"), dir.path().join("cache"));
     // FuseOpsByPattern fires only with its test's arguments (the pattern list), recorded in the library
-    // Gradient differentiates the function its test names (`func_name="main"`): spliced, the pattern's entry
-    small_library(&lib, &["FuseOpsByPattern", "RemoveUnusedParameters", "TopologicalSort", "Gradient"], 4);
+    // Gradient and BindParams act on the function their test names (`func_name="main"`): spliced, the
+    // pattern's entry; the parameters BindParams binds are fed its constants, and their arguments dropped
+    small_library(
+        &lib,
+        &["FuseOpsByPattern", "RemoveUnusedParameters", "TopologicalSort", "Gradient", "BindParams"],
+        4,
+    );
     let out = dir.path().join("run");
     let o = Command::new(env!("CARGO_BIN_EXE_oatest"))
-        .args(["fuzz", "--target", "tvm", "--tests", "12", "--seed", "3", "--jobs", "2", "--no-triage"])
+        .args(["fuzz", "--target", "tvm", "--tests", "16", "--seed", "3", "--jobs", "2", "--no-triage"])
         .args(["--patterns", lib.to_str().unwrap(), "--out", out.to_str().unwrap()])
         .env("OATEST_CACHE_DIR", &cache)
         .output()
@@ -214,7 +219,9 @@ fn passes_outside_the_pipeline_run_at_their_placement_for_their_own_patterns() {
     let s = json(&out.join("stats.json"));
     assert_eq!(s["tests_valid"], s["tests_executed"], "{s}");
     assert!(s["passes_fired"]["FuseOpsByPattern"].as_u64().unwrap_or(0) > 0, "inserted, it fires: {s}");
-    assert!(s["passes_fired"]["Gradient"].as_u64().unwrap_or(0) > 0, "on the pattern's entry, it fires: {s}");
+    for pass in ["Gradient", "BindParams"] {
+        assert!(s["passes_fired"][pass].as_u64().unwrap_or(0) > 0, "{pass} fires on the pattern's entry: {s}");
+    }
     assert!(err.contains("hosts with TVM's structure"), "{err}");
 }
 

@@ -14,12 +14,12 @@ pub const RUNNER_SOURCES: &[(&str, &str)] = &[
         "oatest_tvm_pipeline",
         concat!("DATA = r\"\"\"", include_str!("../../python/oatest_tvm_pipeline.json"), "\"\"\"\n"),
     ),
+    // passes as data: recorded arguments rebuilt, placement of a pass outside the pipeline
+    ("oatest_tvm_passes", include_str!("../../python/oatest_tvm_passes.py")),
     // Relax-level synthesis: a recipe's seed and pattern spliced into one module
     ("oatest_tvm_synth", include_str!("../../python/oatest_tvm_synth.py")),
     // the campaign's pattern check (shrink, splice, the pattern's module as JSON)
     ("oatest_tvm_check", include_str!("../../python/oatest_tvm_check.py")),
-    // passes as data: recorded arguments rebuilt, placement of a pass outside the pipeline
-    ("oatest_tvm_passes", include_str!("../../python/oatest_tvm_passes.py")),
     // the pipeline, builds and `run`
     ("oatest_tvm", include_str!("../../python/oatest_tvm.py")),
 ];
