@@ -17,7 +17,7 @@ pub fn primary(j: &Judgement) -> Option<&Verdict> {
 /// A message with the parts that vary between occurrences of one bug removed: numbers, hex addresses, quoted
 /// names, and the free text after a TVM check's condition (see [`check_condition`]).
 pub fn normalize(msg: &str) -> String {
-    let msg = check_condition(msg);
+    let msg = general_part(check_condition(msg));
     let mut out = String::with_capacity(msg.len());
     let mut chars = msg.chars().peekable();
     let mut in_quote: Option<char> = None;
@@ -82,6 +82,16 @@ fn check_condition(msg: &str) -> &str {
         return msg;
     }
     &msg[..cond_start + len + ") is false".len()]
+}
+
+/// A message up to its specifics: TVM's type checks state the rule, then "However, " and the expression that
+/// broke it (`Matmul requires the reduction length of the operands to be equal.  However, the LHS lv has shape
+/// R.shape([1, 1, 8, 8]) ...`), whose names and printing vary with every occurrence of one bug.
+fn general_part(msg: &str) -> &str {
+    match msg.find(" However, ") {
+        Some(i) if i > 0 => msg[..i].trim_end(),
+        _ => msg,
+    }
 }
 
 /// An error's kind, for recognizing the same error while delta debugging and reducing: the normalized message
@@ -166,6 +176,19 @@ mod tests {
         assert_ne!(
             normalize("Check failed: (false) is false: Cannot find op relax.split"),
             normalize("Check failed: (false) is false: Unsupported layout NCHW4c")
+        );
+    }
+
+    #[test]
+    fn a_tvm_type_error_is_known_by_its_rule_not_by_the_expression_that_broke_it() {
+        let rule = "ValueError: Matmul requires the reduction length of the operands to be equal.";
+        assert_eq!(
+            normalize(&format!("{rule}  However, the LHS lv has shape R.shape([1, 1, 8, 8]), while the RHS lv3 has 7")),
+            normalize(&format!("{rule}  However, the LHS metadata[\"ir.GenericConst\"][0] # Metadata omitted. has 2"))
+        );
+        assert_ne!(
+            normalize(&format!("{rule}  However, the LHS lv ...")),
+            normalize("ValueError: Matmul operands must not be scalar.  However, the expression R.matmul(in3, lv2)")
         );
     }
 
