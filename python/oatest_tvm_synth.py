@@ -24,6 +24,7 @@ import onnx
 import tvm
 from tvm import relax
 import tvm.relax.utils  # noqa: F401 - copy_with_new_vars
+import tvm.sym  # noqa: F401 - Analyzer
 from tvm.relax.frontend.onnx import from_onnx
 
 import oatest_tvm_passes
@@ -37,6 +38,34 @@ def _static(ty):
         return str(ty.dtype), tuple(int(d) for d in ty.shape.values)
     except Exception:  # noqa: BLE001 - symbolic or unknown dims
         return None
+
+
+def _concrete_params(func) -> list | None:
+    """(dtype, dims) per parameter of `func`, its symbolic dims given values (3, 4, 5, ... in order of first
+    appearance; a dim that is an expression of them, such as `n * 2`, evaluated): a pattern written for dynamic
+    shapes is called with static tensors, and stays dynamic inside. None if a parameter is not a tensor of known
+    rank, or a dim is an expression of no plain parameter dim."""
+    values: dict = {}
+    for p in func.params:
+        ty = p.ty
+        if type(ty).__name__ != "TensorType" or ty.shape is None or not hasattr(ty.shape, "values"):
+            return None
+        for d in ty.shape.values:
+            if type(d).__name__ == "Var" and d.name not in {v.name for v in values}:
+                values[d] = 3 + len(values)
+    analyzer = tvm.sym.Analyzer()
+    for var, value in values.items():
+        analyzer.bind(var, tvm.tirx.const(value, "int64"))
+    out = []
+    for p in func.params:
+        dims = []
+        for d in p.ty.shape.values:
+            e = analyzer.simplify(d)
+            if type(e).__name__ != "IntImm":
+                return None
+            dims.append(int(e))
+        out.append((str(p.ty.dtype), tuple(dims)))
+    return out
 
 
 def bridge(bb, v, src, dst):
@@ -124,8 +153,8 @@ def pattern_usable(pattern_script: str) -> None:
     """Raises unless the pattern can be spliced: it parses and its entry takes statically shaped tensors."""
     pat = _parsed(pattern_script)
     entry = pat[_entry(pat)]
-    if any(_static(p.ty) is None for p in entry.params):
-        raise ValueError("the pattern's entry takes a non-tensor or dynamically shaped parameter")
+    if _concrete_params(entry) is None:
+        raise ValueError("the pattern's entry takes a non-tensor parameter, or one of unknown rank")
     if not entry.is_pure:
         raise ValueError("the pattern's entry is impure: it cannot be called from a dataflow block")
 
@@ -208,8 +237,7 @@ def _param_feeds(pfunc, bound: dict | None) -> list:
     """Per parameter of the pattern's entry: its static (dtype, dims), or the constant it is bound to (`bound`,
     when the array has exactly the parameter's type: a shrunk pattern's parameter does not take its test's)."""
     out = []
-    for p in pfunc.params:
-        t = _static(p.ty)
+    for p, t in zip(pfunc.params, _concrete_params(pfunc)):
         value = (bound or {}).get(p.name)
         if value is not None and t is not None and (str(value.dtype), list(value.shape)) == (t[0], list(t[1])):
             out.append(_Bound(relax.const(value, str(value.dtype))))

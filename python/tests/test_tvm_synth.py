@@ -126,7 +126,36 @@ def test_a_pattern_spliced_into_a_seed_compiles_runs_and_fires_its_pass():
         np.testing.assert_allclose(np.frombuffer(a, "float32"), np.frombuffer(b, "float32"), rtol=1e-5)
 
 
-def test_patterns_with_dynamic_parameters_are_refused():
-    dyn = PATTERN.replace('R.Tensor((2, 3), dtype="float32")', 'R.Tensor(("n", 3), dtype="float32")')
-    with pytest.raises(ValueError, match="dynamically shaped"):
-        S.pattern_usable(dyn)
+def test_a_pattern_with_symbolic_dims_is_called_with_static_tensors_and_stays_dynamic():
+    dyn = PATTERN.replace("(2, 3)", '("n", 3)')
+    S.pattern_usable(dyn)
+    mod = S.synthesize(seed_model(), dyn, 3)
+    pattern = mod[S.PATTERN_NAME]
+    assert type(pattern.params[0].ty.shape.values[0]).__name__ == "Var", "the pattern keeps its symbolic dim"
+    extra = mod["main"].ret_ty.fields[-1]
+    assert S._static(extra) == ("float32", (3, 3)), "called with n = 3, its result is static"
+    recipe = json.dumps({"seed_onnx": seed_model().hex(), "pattern": dyn, "rng": 3}).encode()
+    x = np.linspace(-1, 1, 20, dtype="float32").reshape(4, 5)
+    wire = [("x", TensorProto.FLOAT, [4, 5], x.tobytes())]
+    ref = T.run(recipe, wire, "disable", [])
+    opt = T.run(recipe, wire, "all", [])
+    assert ref["status"] == "ok" and opt["status"] == "ok", (ref["message"], opt["message"])
+    assert "FuseOps" in opt["fired"]
+    for (_, c, d, a), (_, _, _, b) in zip(ref["outputs"], opt["outputs"]):
+        np.testing.assert_allclose(np.frombuffer(a, "float32"), np.frombuffer(b, "float32"), rtol=1e-5)
+
+
+def test_symbolic_dims_get_distinct_values_and_expressions_of_them_are_evaluated():
+    mod = tvm.script.from_source(
+        PATTERN.replace('def main(x: R.Tensor((2, 3), dtype="float32"))',
+                        'def main(x: R.Tensor(("n", "m"), dtype="float32"), y: R.Tensor(("n * 2",), dtype="float32"))')
+        .replace("-> R.Tensor((2, 3)", '-> R.Tensor(("n", "m")')
+    )
+    assert S._concrete_params(mod["main"]) == [("float32", (3, 4)), ("float32", (6,))]
+
+
+def test_patterns_with_non_tensor_parameters_are_refused():
+    shaped = PATTERN.replace('def main(x: R.Tensor((2, 3), dtype="float32"))',
+                             'def main(x: R.Tensor((2, 3), dtype="float32"), s: R.Shape([2, 3]))')
+    with pytest.raises(ValueError, match="non-tensor parameter"):
+        S.pattern_usable(shaped)
