@@ -41,6 +41,8 @@ PIPELINE: list = [tuple(x) for x in PIPELINE_DATA["pipeline"]]
 PLACEMENT: dict = {n: tuple(v) for g in PIPELINE_DATA["placement"] for n, v in g["passes"].items()}
 # Arguments oatest sets whatever the test's call said, per pass (the data file says why for each)
 OVERRIDES: dict = {o["pass"]: o["args"] for o in PIPELINE_DATA.get("overrides", [])}
+# Passes whose patterns are inlined into their caller when spliced, not called (the data file says why)
+INLINE: set = {o["pass"] for o in PIPELINE_DATA.get("inline_pattern", [])}
 
 
 class Unexpressible(ValueError):
@@ -130,6 +132,8 @@ def make_pass(name: str, args: dict | None = None):
     """Pass `name` built with its recorded arguments (None or {}: its defaults) and oatest's OVERRIDES."""
     ctor = constructor(name)
     built = ctor(**{k: _decode(v) for k, v in {**(args or {}), **OVERRIDES.get(name, {})}.items()})
+    if name == "MergeCompositeFunctions":
+        return _built_on_cpu(built)
     if name == "BindParams" and isinstance((args or {}).get("func_name"), str):
         return _with_call_sites(built, args["func_name"], set(bound_params(name, args)))
     return built
@@ -193,3 +197,20 @@ def insert(pipeline: list, name: str) -> list:
         return out + [name]
     i = out.index(anchor) + (where == "after")
     return out[:i] + [name] + out[i:]
+
+
+def _built_on_cpu(inner):
+    """MergeCompositeFunctions, then what a CPU build needs instead of an external codegen: it groups composite
+    functions into a function for a codegen (attribute `Codegen`) holding them as local functions; LambdaLift
+    lifts those, and the groups lose their `Codegen` attribute, so TVM's own lowering builds them (as
+    FuseOpsByPattern's `annotate_codegen=False` override does for its matches)."""
+
+    def transform(mod, _ctx):
+        out = relax.transform.LambdaLift()(inner(mod))
+        for g in out.get_global_vars():
+            f = out[g]
+            if isinstance(f, relax.Function) and f.attrs is not None and "Codegen" in f.attrs:
+                out[g] = f.without_attr("Codegen")
+        return out
+
+    return tvm.transform.module_pass(transform, opt_level=0, name="MergeCompositeFunctions")

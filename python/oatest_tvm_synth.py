@@ -418,6 +418,30 @@ def _synthesize_hosted(seed_onnx: bytes, pattern_script: str, rng_seed: int, ir_
     return new
 
 
+def inline_pattern(mod: tvm.IRModule) -> tvm.IRModule:
+    """The module with the pattern's entry inlined into its caller, every other function kept: TVM's
+    InlinePrivateFunctions inlines every private function, so the others are made public for its run and private
+    again after (the composite functions a partitioning pass made must stay functions)."""
+    keep = {
+        g.name_hint
+        for g in mod.get_global_vars()
+        if g.name_hint != PATTERN_NAME
+        and isinstance(mod[g], relax.Function)
+        and not (mod[g].attrs and "global_symbol" in mod[g].attrs)
+    }
+    marked = tvm.IRModule({g: mod[g] for g in mod.get_global_vars()}, attrs=mod.attrs)
+    for g in marked.get_global_vars():
+        if g.name_hint in keep:
+            marked[g] = marked[g].with_attr("global_symbol", g.name_hint)
+    out = relax.transform.InlinePrivateFunctions()(marked)
+    for g in out.get_global_vars():
+        if g.name_hint in keep:
+            out[g] = out[g].without_attr("global_symbol")
+    if relax.analysis.well_formed(out) is False:
+        raise ValueError("the module with the pattern inlined is not well formed")
+    return out
+
+
 def _renamed_binding(bb, b, renamed: dict):
     """`b` with the GlobalVars its call_tir calls replaced per `renamed` (name -> GlobalVar); from_onnx's main
     refers to its PrimFuncs only that way (anything else is refused)."""
@@ -455,6 +479,8 @@ def _imported(model_bytes: bytes, recipe: dict | None):
         seed = bytes.fromhex(recipe["seed_onnx"])
         bound = oatest_tvm_passes.bound_params(recipe.get("pass"), recipe.get("pass_args"))
         mod = synthesize(seed, recipe["pattern"], recipe["rng"], recipe.get("pattern_ir"), recipe.get("host"), bound)
+        if recipe.get("pass") in oatest_tvm_passes.INLINE:
+            mod = inline_pattern(mod)
         model = onnx.load_from_string(seed)
         value = (model, mod, extra_output_names(mod, len(model.graph.output)))
     else:
