@@ -26,3 +26,23 @@ def test_a_large_pattern_is_shrunk_by_the_smallest_power_of_two_that_fits():
     small = C.shrink(script)
     assert small is not None and C.max_elems(small) <= C.MAX_ELEMS
     assert small == 'x: R.Tensor((2, 64, 40), dtype="float32"), w: R.Tensor((40, 4), dtype="float32")'
+
+
+def test_every_pass_is_recorded_under_its_constructors_name():
+    """The instrumentation sees PassInfo names; a pass whose PassInfo name differs from its constructor's
+    (DecomposeOpsForInference runs as `DecomposeOps`) must be aliased, or it never counts as fired. A Sequential
+    (`sequential`) is fine: the pass inside it carries the name."""
+    import inspect
+
+    import oatest_tvm_passes as P
+
+    for name in [n for n, _ in P.PIPELINE] + sorted(P.PLACEMENT):
+        ctor = P.constructor(name)
+        params = inspect.signature(ctor).parameters.values()
+        if any(p.default is inspect.Parameter.empty for p in params):
+            continue  # built from a test's arguments only
+        try:
+            info = ctor().info.name
+        except Exception:  # noqa: BLE001 - needs a target context (MetaScheduleApplyDatabase)
+            continue
+        assert info in (name, "sequential") or T.PASS_ALIASES.get(info) == name, (name, info)
