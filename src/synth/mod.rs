@@ -25,6 +25,27 @@ pub enum Feed {
     /// A new graph input: for ports whose values must stay in a range (indices, ratios), which context values
     /// would break; the input generator gives them valid values.
     Fresh,
+    /// An edge shape on purpose (see [`EDGE_SHARE`]): the port fed, through a bridge, a tensor of its dtype with
+    /// every dim 1, or of rank 0, where the pattern's ops accept it (catalog inference decides).
+    Edge,
+}
+
+/// The share of splices that feed one open input of the pattern an edge shape ([`Feed::Edge`]): fused kernels
+/// check ranks and sizes the unfused ops do not, and a pattern's own test rarely has size-1 dims or scalars.
+/// Chosen by the splice's tag, apart from the splice's own random stream.
+pub const EDGE_SHARE: f64 = 0.125;
+
+/// The edge shapes a port of type `t` may take: every dim 1 (same rank), or rank 0; none that equals `t`.
+fn edge_types(t: &TensorType) -> Vec<TensorType> {
+    let Some(dims) = t.dims() else { return Vec::new() };
+    let mut out = Vec::new();
+    if !dims.is_empty() && dims.iter().any(|&d| d != 1) {
+        out.push(TensorType::new(t.dtype, &vec![1; dims.len()]));
+    }
+    if !dims.is_empty() {
+        out.push(TensorType::new(t.dtype, &[]));
+    }
+    out
 }
 
 /// (op, input slot) whose value must stay in a range: such open inputs become fresh graph inputs.
@@ -105,7 +126,20 @@ pub fn splice(
     let mut fed: HashMap<String, String> = HashMap::new();
     let mut abstract_types: HashMap<String, TensorType> = HashMap::new();
     let mut fresh_inputs: Vec<(String, TensorType)> = Vec::new();
+    let edge = edge_port(p, &preceding, tag);
     for port in p.meta.inputs.iter().filter(|port| pg.inputs.contains(&port.name)) {
+        if let Some((name, src, src_ty, want, mut erng)) = edge.as_ref().map(|e| e.clone()).filter(|e| e.0 == port.name)
+        {
+            if let Some((nodes, consts, out)) = bridges::plan(&src, &src_ty, &want, &mut erng, &mut fresh) {
+                info.bridge_ops.extend(nodes.iter().map(|n| n.op.name.clone()));
+                new_nodes.extend(nodes);
+                new_consts.extend(consts);
+                fed.insert(name, out);
+                abstract_types.insert(port.name.clone(), want);
+                info.feeds.push(Feed::Edge);
+                continue;
+            }
+        }
         let sensitive = pg.consumers(&port.name).iter().any(|&(id, slot)| {
             let op = pg.node(id).op.name.as_str();
             RANGE_SENSITIVE.iter().any(|&(o, s)| o == op && s == slot)
@@ -269,6 +303,53 @@ pub fn splice(
     }
     m.producer_name = "oatest synth".into();
     Ok((m, info))
+}
+
+/// For [`EDGE_SHARE`] of the tags: (port, source value, its type, the edge type it gets, the rng its bridge
+/// draws from) for one open input of `p` whose edge shape the pattern's ops accept and some preceding value of
+/// its dtype can be bridged to; None for the other tags, or when no port qualifies.
+fn edge_port(
+    p: &Pattern,
+    preceding: &[(String, TensorType)],
+    tag: u64,
+) -> Option<(String, String, TensorType, TensorType, Rng)> {
+    use rand::SeedableRng as _;
+    let mut erng = Rng::seed_from_u64(tag ^ 0xed6e_5ba9_e000_0001);
+    if !erng.random_bool(EDGE_SHARE) {
+        return None;
+    }
+    let pg = &p.model.graph;
+    let mut ports: Vec<&crate::pattern::Port> = p
+        .meta
+        .inputs
+        .iter()
+        .filter(|port| pg.inputs.contains(&port.name))
+        .filter(|port| {
+            !pg.consumers(&port.name).iter().any(|&(id, slot)| {
+                let op = pg.node(id).op.name.as_str();
+                RANGE_SENSITIVE.iter().any(|&(o, s)| o == op && s == slot)
+            })
+        })
+        .collect();
+    while !ports.is_empty() {
+        let port = ports.swap_remove(erng.random_range(0..ports.len()));
+        let mut kinds = edge_types(&port.ty);
+        while !kinds.is_empty() {
+            let want = kinds.swap_remove(erng.random_range(0..kinds.len()));
+            let mut probe = pg.clone();
+            probe.types.insert(port.name.clone(), want.clone().into());
+            if check_graph_outputs(&probe).is_none() {
+                continue;
+            }
+            let sources: Vec<&(String, TensorType)> = preceding.iter().filter(|(_, t)| t.dtype == want.dtype).collect();
+            if sources.is_empty() {
+                continue;
+            }
+            let (src, src_ty) = sources[erng.random_range(0..sources.len())];
+            return Some((port.name.clone(), src.clone(), src_ty.clone(), want, erng));
+        }
+    }
+    None
 }
 
 /// Output types of a pattern graph, recomputed by catalog inference (every op must be known).

@@ -180,3 +180,26 @@ fn synthesized_tests_do_not_depend_on_when_earlier_tests_were_fed_back() {
     let differ = (POOL_LAG..n).filter(|&id| none.make(id).ok().map(|t| t.model) != a[id as usize]).count();
     assert!(differ > 0, "tests drew from the pool");
 }
+
+#[test]
+fn a_fixed_share_of_splices_feeds_an_edge_shape_the_pattern_accepts() {
+    // f32[2,3] precedes; the pattern wants f32[4,5] (Identity, Relu: any shape): some tags feed [1,1] or []
+    let p = pattern(t(DType::F32, &[4, 5]));
+    let (mut edges, mut kinds) = (0, std::collections::BTreeSet::new());
+    for s in 0..400 {
+        let mut rng = Rng::seed_from_u64(s);
+        let (m, info) = splice(&seed(), &p, &mut rng, s, Some(1)).unwrap();
+        let types = check_graph(&m.graph, true).unwrap();
+        if info.feeds.contains(&Feed::Edge) {
+            edges += 1;
+            let fed = &types[&format!("p{s}_mid")];
+            assert!(fed.dims() == Some(vec![1, 1]) || fed.dims() == Some(vec![]), "{fed}");
+            kinds.insert(fed.dims().unwrap().len());
+        }
+    }
+    let share = edges as f64 / 400.0;
+    assert!((EDGE_SHARE / 2.0..EDGE_SHARE * 2.0).contains(&share), "{edges} of 400 splices");
+    assert_eq!(kinds.len(), 2, "both size-1 dims and rank 0 occur");
+    // a rank-0 port has no edge shape; a rank-1 one of size 1 only the scalar
+    assert!(edge_types(&t(DType::F32, &[])).is_empty() && edge_types(&t(DType::F32, &[1])) == [t(DType::F32, &[])]);
+}
