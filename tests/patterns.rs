@@ -202,3 +202,20 @@ fn upgrading_the_opset_keeps_patterns_whose_ops_changed_signature() {
         assert_eq!(p.meta.provenance[0].source, "unsqueeze12.onnx (upgraded: opset 12 -> 20)");
     }
 }
+
+#[test]
+fn an_excluded_tvm_pass_is_listed_with_its_reason_not_dropped() {
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("patterns/tvm");
+    let o = oatest(&["patterns", "stats", "--json", lib.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let passes = s["tvm_passes"].as_array().unwrap();
+    let split = passes.iter().find(|c| c["pass"] == "SplitLayoutRewritePreproc").expect("the library has it");
+    assert_eq!(split["exercised"], false, "{split}");
+    let why: Vec<&String> = split["not_targets"].as_object().unwrap().keys().collect();
+    assert!(why.iter().all(|w| w.starts_with("excluded: ") && w.contains("heap")), "{why:?}");
+    // every other pass is exercised or says why not
+    for c in passes {
+        assert!(c["exercised"] == true || !c["not_targets"].as_object().unwrap().is_empty(), "{c}");
+    }
+}

@@ -100,6 +100,15 @@ struct PipelineData {
     placement: Vec<PlacementGroup>,
     #[serde(default)]
     by_design: Vec<ByDesign>,
+    #[serde(default)]
+    excluded: Vec<Excluded>,
+}
+
+/// A pass whose patterns are not synthesized from, and why (`excluded` in the pipeline data).
+#[derive(Debug, serde::Deserialize)]
+struct Excluded {
+    pass: String,
+    why: String,
 }
 
 /// A pass whose results differ from the model's by design (`by_design` in the pipeline data).
@@ -117,6 +126,8 @@ pub struct Pipeline {
     /// Passes that change results by design (ToMixedPrecision): tests built for them are judged on crashes,
     /// errors and hangs only.
     pub by_design: Vec<String>,
+    /// pass -> why its patterns are not synthesized from (TVM misbehaves on them outside any optimization).
+    pub excluded: std::collections::BTreeMap<String, String>,
 }
 
 impl Pipeline {
@@ -124,7 +135,8 @@ impl Pipeline {
         let d: PipelineData = serde_json::from_str(PIPELINE_JSON).expect("python/oatest_tvm_pipeline.json parses");
         let placement = d.placement.into_iter().flat_map(|g| g.passes).collect();
         let by_design = d.by_design.into_iter().map(|b| b.pass).collect();
-        Pipeline { passes: d.pipeline, placement, by_design }
+        let excluded = d.excluded.into_iter().map(|e| (e.pass, e.why)).collect();
+        Pipeline { passes: d.pipeline, placement, by_design, excluded }
     }
 
     pub fn role(&self, pass: &str) -> PassRole {

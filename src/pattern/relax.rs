@@ -66,6 +66,9 @@ impl RelaxPattern {
     /// when they were recorded, else with its defaults.
     pub fn target(&self, pipeline: &crate::compiler::tvm::Pipeline) -> Result<(), String> {
         use crate::compiler::tvm::PassRole;
+        if let Some(why) = pipeline.excluded.get(&self.pass) {
+            return Err(format!("excluded: {why}"));
+        }
         match pipeline.role(&self.pass) {
             PassRole::Optional if self.fires_with_default_args => Ok(()),
             PassRole::Optional => Err("fires only with the test's own arguments; the pipeline runs the pass with its \
