@@ -35,6 +35,9 @@ pub struct GenArgs {
     /// Also ONNX Runtime's contrib ops (com.microsoft: the Gelu family, FusedMatMul, FusedGemm, FusedConv).
     #[arg(long)]
     pub contrib: bool,
+    /// Share of seeds (0..=1) holding one If, Loop or Scan node whose bodies read the enclosing graph.
+    #[arg(long, default_value_t = 0.0)]
+    pub control_flow: f64,
     #[command(flatten)]
     pub export: super::ExportArgs,
 }
@@ -50,10 +53,12 @@ impl GenArgs {
             self.max_nodes
         );
         anyhow::ensure!(self.max_elems >= 16, "--max-elems must be at least 16");
+        anyhow::ensure!((0.0..=1.0).contains(&self.control_flow), "--control-flow must be between 0 and 1");
         let mut cfg = SeedConfig {
             min_nodes: self.min_nodes.max(1),
             max_nodes: self.max_nodes,
             contrib: self.contrib,
+            control_flow: self.control_flow,
             ..Default::default()
         };
         cfg.limits.max_elems = self.max_elems;

@@ -19,11 +19,17 @@ pub struct Outlet {
     pub slot: usize,
 }
 
-/// A dataflow edge: producer output slot to consumer input slot.
+/// A dataflow edge: producer output slot to consumer input slot ([`Wire::IMPLICIT`]: read by a subgraph of the
+/// consumer, outer scope).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Wire {
     pub from_slot: usize,
     pub to_slot: usize,
+}
+
+impl Wire {
+    /// The `to_slot` of an edge to a node whose subgraph reads the value (If, Loop, Scan bodies).
+    pub const IMPLICIT: usize = usize::MAX;
 }
 
 /// A graph. Values are named (ONNX style); a value is a graph input, an initializer, or a node output.
@@ -68,12 +74,15 @@ impl Graph {
                 return Err(GraphError::Redefined { value: out.clone(), node: node.name.clone() });
             }
         }
-        let ins: Vec<(usize, Outlet)> = node
+        let mut ins: Vec<(usize, Outlet)> = node
             .inputs
             .iter()
             .enumerate()
             .filter_map(|(slot, name)| self.producers.get(name).map(|&o| (slot, o)))
             .collect();
+        ins.extend(
+            node.implicit_inputs().iter().filter_map(|name| self.producers.get(name).map(|&o| (Wire::IMPLICIT, o))),
+        );
         let outs: Vec<String> = node.outputs.clone();
         let id = NodeId(self.dag.add_node(node));
         for (to_slot, from) in ins {
@@ -163,6 +172,22 @@ impl Graph {
         }
     }
 
+    /// Values its nodes read (subgraphs included) that it does not define itself: what a subgraph takes from
+    /// its enclosing graphs. Empty for a closed graph.
+    pub fn outer_reads(&self) -> std::collections::BTreeSet<String> {
+        let mut defined: std::collections::HashSet<&str> =
+            self.inputs.iter().chain(self.initializers.keys()).map(|s| s.as_str()).collect();
+        for id in self.node_ids() {
+            defined.extend(self.node(id).outputs.iter().map(|s| s.as_str()));
+        }
+        self.node_ids().flat_map(|id| self.node(id).reads()).filter(|v| !defined.contains(v.as_str())).collect()
+    }
+
+    /// Whether any node holds a subgraph (control flow).
+    pub fn has_subgraphs(&self) -> bool {
+        self.node_ids().any(|id| self.node(id).subgraphs().next().is_some())
+    }
+
     /// A topological order that keeps insertion order wherever the dependencies allow (deterministic).
     /// Err names a node on a cycle.
     pub fn topo_order(&self) -> Result<Vec<NodeId>, GraphError> {
@@ -193,6 +218,19 @@ impl Graph {
     /// Nodes in topological order.
     pub fn nodes_in_order(&self) -> Result<Vec<&Node>, GraphError> {
         Ok(self.topo_order()?.into_iter().map(|id| self.node(id)).collect())
+    }
+}
+
+/// Graphs are equal when their names, interfaces, constants, declared types and nodes in order are.
+impl PartialEq for Graph {
+    fn eq(&self, other: &Graph) -> bool {
+        let nodes = |g: &Graph| g.nodes_in_order().unwrap_or_default().into_iter().cloned().collect::<Vec<Node>>();
+        self.name == other.name
+            && self.inputs == other.inputs
+            && self.outputs == other.outputs
+            && self.initializers == other.initializers
+            && self.types == other.types
+            && nodes(self) == nodes(other)
     }
 }
 

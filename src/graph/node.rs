@@ -1,7 +1,8 @@
 //! Nodes: an operator of some dialect (ONNX domain, or later a Relax op), its attributes and named wires.
 
-use super::Tensor;
+use super::{Graph, Tensor};
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::fmt;
 
 /// Which operator a node applies. `domain` is the ONNX domain (`""` = ai.onnx) or another dialect's namespace
@@ -28,8 +29,9 @@ impl fmt::Display for OpId {
     }
 }
 
-/// An attribute value. Kinds oatest does not interpret (subgraphs, type protos, sparse tensors, attribute
-/// references) are kept as the encoded `AttributeProto` so they round-trip unchanged.
+/// An attribute value. A subgraph (the bodies of If, Loop, Scan) is a [`Graph`] of its own whose nodes may read
+/// values of the enclosing graphs (outer scope). Kinds oatest does not interpret (lists of graphs, type protos,
+/// sparse tensors, attribute references) are kept as the encoded `AttributeProto` so they round-trip unchanged.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Attr {
     Int(i64),
@@ -39,6 +41,7 @@ pub enum Attr {
     Ints(Vec<i64>),
     Floats(Vec<f32>),
     Strings(Vec<Vec<u8>>),
+    Graph(Box<Graph>),
     Opaque(Vec<u8>),
 }
 
@@ -68,6 +71,26 @@ impl Node {
     pub fn with_attr(mut self, key: &str, value: Attr) -> Node {
         self.attrs.insert(key.to_string(), value);
         self
+    }
+
+    /// The subgraphs among its attributes, by attribute name (in name order).
+    pub fn subgraphs(&self) -> impl Iterator<Item = (&String, &Graph)> {
+        self.attrs.iter().filter_map(|(k, a)| match a {
+            Attr::Graph(g) => Some((k, g.as_ref())),
+            _ => None,
+        })
+    }
+
+    /// Values of the enclosing graph that its subgraphs read (outer scope), beside its explicit inputs.
+    pub fn implicit_inputs(&self) -> BTreeSet<String> {
+        self.subgraphs().flat_map(|(_, g)| g.outer_reads()).collect()
+    }
+
+    /// Every value the node reads: its explicit inputs (without omitted ones), then its implicit inputs.
+    pub fn reads(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.inputs.iter().filter(|i| !i.is_empty()).cloned().collect();
+        v.extend(self.implicit_inputs());
+        v
     }
 
     pub fn attr_int(&self, key: &str) -> Option<i64> {

@@ -115,7 +115,7 @@ fn sorted_by_dependencies(nodes: &[Node]) -> Result<Vec<usize>, GraphError> {
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
     let mut indeg = vec![0usize; nodes.len()];
     for (i, n) in nodes.iter().enumerate() {
-        for p in n.inputs.iter().filter_map(|x| producer.get(x.as_str())).filter(|&&p| p != i) {
+        for p in n.reads().iter().filter_map(|x| producer.get(x.as_str())).filter(|&&p| p != i) {
             users[*p].push(i);
             indeg[i] += 1;
         }
@@ -310,6 +310,10 @@ fn import_attr(a: &pb::AttributeProto) -> Result<Attr, String> {
         6 => Attr::Floats(a.floats.clone()),
         7 => Attr::Ints(a.ints.clone()),
         8 => Attr::Strings(a.strings.clone()),
+        5 => {
+            let g = a.g.as_ref().ok_or("GRAPH attribute without a graph")?;
+            Attr::Graph(Box::new(import_graph(g).map_err(|e| format!("subgraph '{}': {e}", g.name()))?))
+        }
         _ => Attr::Opaque(a.encode_to_vec()),
     })
 }
@@ -356,6 +360,10 @@ fn export_attr(name: &str, a: &Attr) -> pb::AttributeProto {
         Attr::Strings(v) => {
             p.strings = v.clone();
             8
+        }
+        Attr::Graph(g) => {
+            p.g = Some(export_graph(g));
+            5
         }
         Attr::Opaque(b) => {
             let mut q = pb::AttributeProto::decode(b.as_slice()).unwrap_or_default();

@@ -32,22 +32,31 @@ fn node_ops(n: &pb::NodeProto, out: &mut Ops) {
     }
 }
 
+/// (domain, op type) of every op of an in-memory graph, subgraphs included.
+fn ir_ops(g: &super::Graph, used: &mut Ops) {
+    for id in g.node_ids() {
+        let n = g.node(id);
+        used.insert((n.op.domain.clone(), n.op.name.clone()));
+        for a in n.attrs.values() {
+            match a {
+                Attr::Graph(sub) => ir_ops(sub, used),
+                Attr::Opaque(bytes) => {
+                    if let Ok(a) = pb::AttributeProto::decode(bytes.as_slice()) {
+                        let node = pb::NodeProto { attribute: vec![a], ..Default::default() };
+                        node_ops(&node, used);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
 /// Drops unused local functions and opset imports, and adds a missing `com.microsoft` import; returns whether
 /// the model changed. A function that cannot be decoded is kept (and so are the domains it may use).
 pub fn prune(m: &mut Model) -> bool {
     let mut used = Ops::new();
-    for id in m.graph.node_ids() {
-        let n = m.graph.node(id);
-        used.insert((n.op.domain.clone(), n.op.name.clone()));
-        for a in n.attrs.values() {
-            if let Attr::Opaque(bytes) = a {
-                if let Ok(a) = pb::AttributeProto::decode(bytes.as_slice()) {
-                    let node = pb::NodeProto { attribute: vec![a], ..Default::default() };
-                    node_ops(&node, &mut used);
-                }
-            }
-        }
-    }
+    ir_ops(&m.graph, &mut used);
     let functions: Vec<Option<pb::FunctionProto>> =
         m.functions.iter().map(|f| pb::FunctionProto::decode(f.as_slice()).ok()).collect();
     let mut keep: Vec<bool> = functions.iter().map(|f| f.is_none()).collect();

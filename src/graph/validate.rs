@@ -23,8 +23,14 @@ pub enum GraphError {
 }
 
 impl Graph {
-    /// Checks the structure; the first problem found is returned.
+    /// Checks the structure, subgraphs included; the first problem found is returned.
     pub fn validate(&self) -> Result<(), GraphError> {
+        self.validate_in(&HashSet::new(), true)
+    }
+
+    /// Checks a graph whose nodes may also read `outer` (the values of its enclosing graphs). A subgraph's
+    /// outputs may be untyped (inference gives them their type).
+    fn validate_in(&self, outer: &HashSet<String>, top: bool) -> Result<(), GraphError> {
         let mut seen = HashSet::new();
         for i in &self.inputs {
             if !seen.insert(i.as_str()) {
@@ -38,19 +44,29 @@ impl Graph {
             return Err(GraphError::NoOutputs);
         }
         let order = self.topo_order()?;
+        let mut inner: Option<HashSet<String>> = None;
         for id in order {
             let node = self.node(id);
-            for inp in node.inputs.iter().filter(|i| !i.is_empty()) {
-                if !self.is_defined(inp) {
-                    return Err(GraphError::Undefined { value: inp.clone(), node: node.name.clone() });
+            for inp in node.reads() {
+                if !self.is_defined(&inp) && !outer.contains(&inp) {
+                    return Err(GraphError::Undefined { value: inp, node: node.name.clone() });
                 }
+            }
+            for (_, sub) in node.subgraphs() {
+                let scope = inner.get_or_insert_with(|| {
+                    let mut s = outer.clone();
+                    s.extend(self.inputs.iter().chain(self.initializers.keys()).cloned());
+                    s.extend(self.node_ids().flat_map(|i| self.node(i).outputs.clone()).filter(|o| !o.is_empty()));
+                    s
+                });
+                sub.validate_in(scope, false)?;
             }
         }
         for o in &self.outputs {
-            if !self.is_defined(o) {
+            if !self.is_defined(o) && !(!top && outer.contains(o)) {
                 return Err(GraphError::OutputUndefined { value: o.clone() });
             }
-            if !self.types.contains_key(o) {
+            if top && !self.types.contains_key(o) {
                 return Err(GraphError::MissingType { value: o.clone(), role: "output" });
             }
         }

@@ -2,6 +2,7 @@
 //! Adding an op is adding one spec to [`registry`].
 
 mod contrib;
+mod control;
 mod conv;
 mod draft;
 mod elementwise;
@@ -13,6 +14,7 @@ mod shape;
 #[cfg(test)]
 pub(crate) mod testutil;
 
+pub use control::{infer_control, is_control};
 pub use draft::{random_dims, random_tensor, random_type, Draft, Limits, Proposal, Value};
 
 use crate::graph::{Attr, Attrs, DType, Graph, Node, Tensor, TensorType};
@@ -144,13 +146,30 @@ pub fn check_graph(g: &Graph, strict: bool) -> Result<HashMap<String, TensorType
 /// Infers every value's type with the catalog, checking inferred against declared types, without validating
 /// the graph's structure first (outputs may be undeclared, e.g. while synthesis recomputes a pattern).
 pub fn infer_types(g: &Graph, strict: bool) -> Result<HashMap<String, TensorType>, CheckError> {
-    let mut types: HashMap<String, TensorType> = HashMap::new();
+    infer_scoped(g, strict, &HashMap::new())
+}
+
+/// [`infer_types`] of a graph whose nodes may also read `outer` (a subgraph: the types of its enclosing graphs'
+/// values); the result holds `outer` too.
+pub fn infer_scoped(
+    g: &Graph,
+    strict: bool,
+    outer: &HashMap<String, TensorType>,
+) -> Result<HashMap<String, TensorType>, CheckError> {
+    let mut types: HashMap<String, TensorType> = outer.clone();
     for name in g.inputs.iter().chain(g.initializers.keys()) {
         if let Some(t) = g.tensor_type(name) {
             types.insert(name.clone(), t);
         }
     }
     for node in g.nodes_in_order()? {
+        if is_control(&node.op) {
+            let invalid = |why: String| CheckError::Invalid { node: node.name.clone(), op: node.op.to_string(), why };
+            let facts = node_facts(g, node, &types).map_err(invalid)?;
+            let out = infer_control(node, &facts, &types, strict)?;
+            record(g, node, out, &mut types)?;
+            continue;
+        }
         let Some(spec) = lookup(&node.op.domain, &node.op.name) else {
             if strict {
                 return Err(CheckError::UnknownOp { node: node.name.clone(), op: node.op.to_string() });
@@ -165,23 +184,34 @@ pub fn infer_types(g: &Graph, strict: bool) -> Result<HashMap<String, TensorType
         let invalid = |why: String| CheckError::Invalid { node: node.name.clone(), op: node.op.to_string(), why };
         let facts = node_facts(g, node, &types).map_err(invalid)?;
         let out = infer_node(spec, &facts, &node.attrs, node.outputs.len()).map_err(|r| invalid(r.0))?;
-        for (name, ty) in node.outputs.iter().zip(out) {
-            if name.is_empty() {
-                continue;
-            }
-            if let Some(declared) = g.tensor_type(name) {
-                if !compatible(&declared, &ty) {
-                    return Err(CheckError::Mismatch {
-                        value: name.clone(),
-                        declared: declared.to_string(),
-                        inferred: ty.to_string(),
-                    });
-                }
-            }
-            types.insert(name.clone(), ty);
-        }
+        record(g, node, out, &mut types)?;
     }
     Ok(types)
+}
+
+/// Records a node's inferred output types, checking them against declared ones.
+fn record(
+    g: &Graph,
+    node: &Node,
+    out: Vec<TensorType>,
+    types: &mut HashMap<String, TensorType>,
+) -> Result<(), CheckError> {
+    for (name, ty) in node.outputs.iter().zip(out) {
+        if name.is_empty() {
+            continue;
+        }
+        if let Some(declared) = g.tensor_type(name) {
+            if !compatible(&declared, &ty) {
+                return Err(CheckError::Mismatch {
+                    value: name.clone(),
+                    declared: declared.to_string(),
+                    inferred: ty.to_string(),
+                });
+            }
+        }
+        types.insert(name.clone(), ty);
+    }
+    Ok(())
 }
 
 fn node_facts<'g>(

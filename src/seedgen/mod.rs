@@ -7,6 +7,8 @@ use crate::ops::{infer_node, random_type, registry, Draft, Fact, Limits, OpSpec,
 use rand::{Rng as _, SeedableRng};
 use std::collections::{HashMap, HashSet};
 
+mod control;
+
 /// What to generate.
 #[derive(Clone, Debug)]
 pub struct SeedConfig {
@@ -21,6 +23,9 @@ pub struct SeedConfig {
     /// Also ONNX Runtime's contrib ops (`com.microsoft`); the model then imports that domain. Off: the seeds are
     /// exactly those of a catalog without contrib ops.
     pub contrib: bool,
+    /// Share of seeds that hold one control-flow node (If, Loop or Scan) whose bodies are generated too and read
+    /// values of the enclosing graph (`control.rs`). 0: the seeds are exactly those without control flow.
+    pub control_flow: f64,
 }
 
 impl Default for SeedConfig {
@@ -33,6 +38,7 @@ impl Default for SeedConfig {
             opset: crate::graph::DEFAULT_OPSET,
             avoid: Vec::new(),
             contrib: false,
+            control_flow: 0.0,
         }
     }
 }
@@ -68,6 +74,10 @@ struct Builder {
     produced: Vec<Value>,
     counter: u64,
     limits: Limits,
+    /// Prefix of node and value names (a body's, so names stay unique across the model's graphs).
+    prefix: String,
+    /// A body: proposals that would add a graph input are refused (a body reads the enclosing scope instead).
+    closed: bool,
 }
 
 impl Builder {
@@ -80,6 +90,8 @@ impl Builder {
             produced: Vec::new(),
             counter: 0,
             limits,
+            prefix: String::new(),
+            closed: false,
         }
     }
 
@@ -106,6 +118,9 @@ impl Builder {
         if out.iter().any(|t| t.numel().is_none_or(|n| n == 0 || n > self.limits.max_elems)) {
             return false;
         }
+        if self.closed && !draft.new_inputs.is_empty() {
+            return false;
+        }
         let (new_consts, new_inputs) = (draft.new_consts, draft.new_inputs);
         self.consts.extend(new_consts.iter().cloned());
         // empty constants (e.g. no axes) are inputs of their node only, never data for later nodes
@@ -113,10 +128,10 @@ impl Builder {
             .extend(new_consts.into_iter().filter(|(_, t)| t.numel() > 0).map(|(name, t)| Value { name, ty: t.ty() }));
         self.values.extend(new_inputs.iter().cloned());
         self.inputs.extend(new_inputs);
-        let k = self.nodes.len();
-        let outputs: Vec<String> = (0..out.len()).map(|i| format!("t{k}_{i}")).collect();
+        let (k, pre) = (self.nodes.len(), &self.prefix);
+        let outputs: Vec<String> = (0..out.len()).map(|i| format!("{pre}t{k}_{i}")).collect();
         let mut node = Node::new(
-            format!("n{k}_{}", spec.name()),
+            format!("{pre}n{k}_{}", spec.name()),
             OpId { domain: spec.domain().into(), name: spec.name().into() },
             p.inputs,
             outputs.clone(),
@@ -132,7 +147,7 @@ impl Builder {
     /// The finished model: unconsumed node outputs (and sometimes a consumed one) become graph outputs;
     /// unused inputs and constants are dropped.
     fn finish(self, rng: &mut Rng, cfg: &SeedConfig) -> Option<Model> {
-        let used: HashSet<String> = self.nodes.iter().flat_map(|n| n.inputs.iter().cloned()).collect();
+        let used: HashSet<String> = self.nodes.iter().flat_map(|n| n.reads()).collect();
         let produced: Vec<&Value> = self.produced.iter().collect();
         let mut outputs: Vec<&Value> =
             produced.iter().copied().filter(|v| !used.contains(v.name.as_str()) || rng.random_bool(0.1)).collect();
@@ -200,8 +215,15 @@ fn attempt(rng: &mut Rng, cfg: &SeedConfig) -> Option<Model> {
         b.inputs.push(v);
     }
     let mut tries = 0;
+    // where a control-flow node goes, if this seed has one (drawn only when asked, so other seeds are unchanged)
+    let mut control_at = (cfg.control_flow > 0.0 && rng.random_bool(cfg.control_flow.min(1.0)))
+        .then(|| rng.random_range(0..target.max(1)));
     while b.nodes.len() < target && tries < target * 30 {
         tries += 1;
+        if control_at.is_some_and(|at| b.nodes.len() >= at) && control::add(&mut b, rng, cfg, &reg) {
+            control_at = None;
+            continue;
+        }
         let spec = reg[rng.random_range(0..reg.len())].as_ref();
         b.try_add(spec, rng, &cfg.avoid);
     }
@@ -264,6 +286,31 @@ mod tests {
             }
         }
         assert!(adds > 0 && muls > 0, "only the avoided dtypes are avoided, not the ops");
+    }
+
+    #[test]
+    fn control_flow_seeds_are_valid_deterministic_and_read_their_scope() {
+        let cfg = SeedConfig { control_flow: 1.0, contrib: true, ..Default::default() };
+        let (mut control, mut outer) = (0, 0);
+        for i in 0..600 {
+            let m = generate(11, i, &cfg);
+            crate::ops::check_graph(&m.graph, true).unwrap_or_else(|e| panic!("seed {i}: {e}"));
+            let again = crate::graph::onnx::decode_model(&crate::graph::onnx::encode_model(&m)).unwrap();
+            assert_eq!(again.graph, m.graph, "seed {i} round-trips");
+            assert_eq!(crate::graph::onnx::encode_model(&generate(11, i, &cfg)), crate::graph::onnx::encode_model(&m));
+            for id in m.graph.node_ids() {
+                let n = m.graph.node(id);
+                if crate::ops::is_control(&n.op) {
+                    control += 1;
+                    outer += usize::from(!n.implicit_inputs().is_empty());
+                }
+            }
+        }
+        assert!(control >= 450, "only {control} of 600 seeds hold a control-flow node");
+        assert!(outer >= control / 2, "{outer} of {control} bodies read the enclosing graph");
+        // without control flow asked for, seeds are those of a catalog without it
+        let plain = SeedConfig::default();
+        assert!((0..300).all(|i| !generate(11, i, &plain).graph.has_subgraphs()));
     }
 
     #[test]

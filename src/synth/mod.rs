@@ -1,6 +1,6 @@
 //! Optimization-aware synthesis: splice a pattern into a seed graph at a random point (open inputs fed from the
 //! preceding context: exact type, abstract type, then `bridges`; open outputs feed the succeeding context or
-//! become graph outputs; the result is validated). Also where tests come from (`source`), the Relax `recipe`,
+//! become graph outputs; the result is validated), or into a control-flow body (`branch`). Also where tests come from (`source`), the Relax `recipe`,
 //! and which library patterns a campaign can use (`usable`).
 
 use crate::graph::{Graph, Model, Node, Tensor, TensorType};
@@ -9,6 +9,7 @@ use crate::pattern::Pattern;
 use rand::Rng as _;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+pub mod branch;
 pub mod bridges;
 pub mod recipe;
 pub mod relax_usable;
@@ -94,7 +95,7 @@ pub fn splice(
         g.inputs.iter().filter(|i| !g.initializers.contains_key(*i)).map(String::as_str).collect();
     for &id in &order {
         let n = g.node(id);
-        if n.inputs.iter().any(|i| variable.contains(i.as_str())) {
+        if n.reads().iter().any(|i| variable.contains(i.as_str())) {
             variable.extend(n.outputs.iter().map(String::as_str));
         }
     }

@@ -192,7 +192,13 @@ impl TestSource for SynthSource {
             } else {
                 generate(self.seed, id.wrapping_mul(8).wrapping_add(attempt), &self.cfg)
             };
-            let spliced = crate::synth::splice(&base, p, &mut rng, id * 8 + attempt, None);
+            let tag = id * 8 + attempt;
+            // a base with an If, Loop or Scan takes the pattern into one of its bodies half of the time
+            let into_body = crate::synth::branch::has_body(&base) && rng.random_bool(crate::synth::branch::BODY_SHARE);
+            let spliced = match into_body {
+                true => crate::synth::branch::splice_into_body(&base, p, &mut rng, tag),
+                false => crate::synth::splice(&base, p, &mut rng, tag, None),
+            };
             self.coverage.attempted(id, k, spliced.is_ok());
             match spliced {
                 Ok((m, _)) => {

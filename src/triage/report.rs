@@ -172,7 +172,8 @@ fn attr(a: &Attr) -> String {
         Attr::Floats(v) => format!("{v:?}"),
         Attr::Tensor(t) => format!("tensor {}", t.ty()),
         Attr::Strings(v) => format!("{} strings", v.len()),
-        Attr::Opaque(_) => "<graph or other>".into(),
+        Attr::Graph(g) => format!("graph '{}' ({} nodes)", g.name, g.node_count()),
+        Attr::Opaque(_) => "<graphs or other>".into(),
     }
 }
 
