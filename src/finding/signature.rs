@@ -17,7 +17,7 @@ pub fn primary(j: &Judgement) -> Option<&Verdict> {
 /// A message with the parts that vary between occurrences of one bug removed: numbers, hex addresses, quoted
 /// names, and the free text after a TVM check's condition (see [`check_condition`]).
 pub fn normalize(msg: &str) -> String {
-    let msg = general_part(check_condition(msg));
+    let msg = general_part(check_condition(innermost(msg)));
     let mut out = String::with_capacity(msg.len());
     let mut chars = msg.chars().peekable();
     let mut in_quote: Option<char> = None;
@@ -66,6 +66,24 @@ pub fn normalize(msg: &str) -> String {
         }
     }
     out
+}
+
+/// An ONNX Runtime error raised inside a control-flow body, without the wrappers of the If, Loop and Scan nodes
+/// around it (`Non-zero status code returned while running Scan node. Name:'n2_Scan' Status Message: <the
+/// error of the node inside>`): one bug inside a body and at the top level, or in two bodies, is one signature.
+fn innermost(msg: &str) -> &str {
+    const RUNNING: &str = "Non-zero status code returned while running ";
+    const STATUS: &str = " Status Message: ";
+    let mut m = msg;
+    while let Some(i) = m.find(RUNNING) {
+        let rest = &m[i + RUNNING.len()..];
+        let control = ["If node.", "Loop node.", "Scan node."].iter().any(|op| rest.starts_with(op));
+        match rest.find(STATUS) {
+            Some(j) if control => m = &rest[j + STATUS.len()..],
+            _ => break,
+        }
+    }
+    m
 }
 
 /// A TVM `ICHECK` message up to its condition: `Check failed: (COND) is false: FREE TEXT` keeps what precedes the
@@ -190,6 +208,21 @@ mod tests {
             normalize(&format!("{rule}  However, the LHS lv ...")),
             normalize("ValueError: Matmul operands must not be scalar.  However, the expression R.matmul(in3, lv2)")
         );
+    }
+
+    #[test]
+    fn an_error_inside_a_control_flow_body_is_known_by_the_error_inside() {
+        let inner = "Non-zero status code returned while running FastGelu node. Name:'GPT2Gelu' Status Message: \
+                     Input 0 is expected to have 1 or more dimensions, got 0";
+        let wrapped = format!(
+            "Non-zero status code returned while running If node. Name:'n3_If' Status Message: \
+             Non-zero status code returned while running Loop node. Name:'n1_Loop' Status Message: {inner}"
+        );
+        assert_eq!(normalize(&wrapped), normalize(inner));
+        assert!(normalize(&wrapped).contains("FastGelu node"));
+        let other = "Non-zero status code returned while running Gemm node. Name:'g' Status Message: bad shape";
+        assert_eq!(normalize(other), normalize(other).to_string(), "other wrappers stay");
+        assert!(normalize(other).starts_with("Non-zero status code returned while running Gemm node."));
     }
 
     #[test]

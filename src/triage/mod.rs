@@ -12,6 +12,7 @@ pub mod known;
 mod levels;
 mod load;
 pub mod reduce;
+mod reduce_cf;
 pub mod related;
 pub mod report;
 mod reproduce;

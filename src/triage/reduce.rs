@@ -30,6 +30,10 @@ pub enum Edit {
     DropAttr { node: NodeId, key: String },
     /// Halve one dimension of a graph input (types re-inferred, the feed sliced).
     Shrink { input: String, axis: usize },
+    /// Replace a control-flow node by one pass over one of its bodies (`reduce_cf.rs`).
+    Inline { node: NodeId, body: String },
+    /// Remove a node inside a body of a control-flow node, as `Bypass` does at the top level.
+    BypassInBody { node: NodeId, body: String, inner: NodeId },
 }
 
 /// When to stop even if the fixpoint is not reached.
@@ -116,7 +120,7 @@ fn size(c: &Case) -> (usize, usize, usize, usize) {
     let attrs = g.node_ids().map(|id| g.node(id).attrs.len()).sum();
     let feed_elems = c.feeds.iter().map(|f| f.tensor.numel()).sum();
     let const_elems = g.initializers.values().map(|t| t.numel()).sum();
-    (g.node_count(), feed_elems, attrs, const_elems)
+    (super::reduce_cf::deep_node_count(g), feed_elems, attrs, const_elems)
 }
 
 fn fingerprint(c: &Case) -> String {
@@ -147,7 +151,17 @@ pub fn candidates(c: &Case) -> Vec<Edit> {
     }
     keep.sort();
     out.extend(keep.into_iter().map(|(_, v)| Edit::KeepOnly(v)));
+    let hosts = super::reduce_cf::hosts(g, &order);
+    for (id, bodies) in &hosts {
+        out.extend(bodies.iter().map(|b| Edit::Inline { node: *id, body: b.clone() }));
+    }
     out.extend(order.iter().rev().map(|&id| Edit::Bypass(id)));
+    for (id, bodies) in &hosts {
+        for (key, b) in g.node(*id).subgraphs().filter(|(k, _)| bodies.contains(k)) {
+            let inner = b.topo_order().unwrap_or_default().into_iter().rev();
+            out.extend(inner.map(|i| Edit::BypassInBody { node: *id, body: key.clone(), inner: i }));
+        }
+    }
     for &id in &order {
         for o in g.node(id).outputs.iter().filter(|o| !o.is_empty() && !g.consumers(o).is_empty()) {
             out.push(Edit::Cut { value: o.clone(), constant: false });
@@ -204,7 +218,8 @@ pub fn apply(c: &Case, edit: &Edit, values: &HashMap<String, Tensor>) -> Option<
             let node = g.node(*id).clone();
             let mut rewires = Vec::new();
             for o in node.outputs.iter().filter(|o| !o.is_empty()) {
-                let used = !g.consumers(o).is_empty() || g.outputs.contains(o);
+                let implicit = g.node_ids().any(|r| g.node(r).implicit_inputs().contains(o));
+                let used = !g.consumers(o).is_empty() || g.outputs.contains(o) || implicit;
                 if !used {
                     continue;
                 }
@@ -217,6 +232,7 @@ pub fn apply(c: &Case, edit: &Edit, values: &HashMap<String, Tensor>) -> Option<
                 for (reader, slot) in g.consumers(&o) {
                     g.set_input(reader, slot, &from);
                 }
+                super::reduce_cf::rewire_implicit(g, &o, &from)?;
                 if g.outputs.contains(&o) {
                     if g.outputs.contains(&from) || g.inputs.contains(&from) {
                         g.outputs.retain(|x| *x != o);
@@ -273,6 +289,8 @@ pub fn apply(c: &Case, edit: &Edit, values: &HashMap<String, Tensor>) -> Option<
             }
             next.feeds[at].tensor = smaller;
         }
+        Edit::Inline { node, body } => *g = super::reduce_cf::inline(g, *node, body)?,
+        Edit::BypassInBody { node, body, inner } => super::reduce_cf::bypass_in_body(g, *node, body, *inner, &types)?,
     }
     tidy(&mut next);
     crate::ops::check_graph(&next.model.graph, false).ok()?;
@@ -283,13 +301,15 @@ pub fn apply(c: &Case, edit: &Edit, values: &HashMap<String, Tensor>) -> Option<
 /// entries of values that no longer exist.
 pub fn tidy(c: &mut Case) {
     let g = &mut c.model.graph;
+    super::reduce_cf::tidy_bodies(g);
+    // what is read: explicit inputs, what bodies read from the enclosing graph, graph outputs
+    let reads = |g: &crate::graph::Graph| -> HashSet<String> {
+        g.node_ids().flat_map(|id| g.node(id).reads()).chain(g.outputs.iter().cloned()).collect()
+    };
     loop {
-        let dead: Vec<NodeId> = g
-            .node_ids()
-            .filter(|&id| {
-                g.node(id).outputs.iter().all(|o| o.is_empty() || (g.consumers(o).is_empty() && !g.outputs.contains(o)))
-            })
-            .collect();
+        let used = reads(g);
+        let dead: Vec<NodeId> =
+            g.node_ids().filter(|&id| g.node(id).outputs.iter().all(|o| o.is_empty() || !used.contains(o))).collect();
         if dead.is_empty() {
             break;
         }
@@ -297,10 +317,7 @@ pub fn tidy(c: &mut Case) {
             g.remove_node(id);
         }
     }
-    let mut used: HashSet<String> = g.outputs.iter().cloned().collect();
-    for id in g.node_ids() {
-        used.extend(g.node(id).inputs.iter().cloned());
-    }
+    let used = reads(g);
     g.inputs.retain(|i| used.contains(i));
     g.initializers.retain(|k, _| used.contains(k));
     let inputs: HashSet<String> = g.inputs.iter().cloned().collect();
