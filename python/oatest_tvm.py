@@ -15,12 +15,16 @@ answers the campaign's pattern check. Recipe keys: `seed_onnx` (hex), `pattern` 
 same module as TVM JSON, loaded instead of parsing when present), `rng`, `pass` and `provenance` (information),
 `check_only` (the campaign's pattern check: splice only, answer with the module JSON and the possibly shrunk
 script), `strict` (compile with TIR's argument assertions on), `pattern_shrunk` (information).
+A model may also be a module test (kind `oatest-relax-module`, from triage's Relax-level reduction: the module's
+TVMScript, the pass it inserts, test-only fault metadata; main's parameters are its inputs, by name), or a request
+to that reduction's tool (kind `oatest-relax-tool`, answered by oatest_tvm_reduce as one uint8 output `json`).
 
 Builds are for speed, identically for every configuration of a test: LLVM at -O0 (F16C when the host has it), TIR
 argument assertions, CSE and storage rewriting off, linked with `ld -shared` rather than JIT-compiled.
 
-The worker loads oatest_tvm_synth, oatest_tvm_check and this module, in that order, from the sources compiled
-into the binary (RUNNER_SOURCES in src/compiler/tvm.rs); a TVM bug's repro.py embeds all three.
+The worker loads oatest_tvm_passes, oatest_tvm_synth, oatest_tvm_check, oatest_tvm_reduce and this module, in that
+order, from the sources compiled into the binary (RUNNER_SOURCES in src/compiler/tvm.rs); a TVM bug's repro.py
+embeds them all. onnx is imported only for tests that are ONNX models or recipes.
 """
 from __future__ import annotations
 

@@ -131,9 +131,8 @@ def _used(bindings: list, result) -> set:
     return used
 
 
-def _rebuild(mod, f, params, bindings: list, result, attrs):
-    """`f` with these parameters, (block index, binding) list and result, tidied and normalized: bindings that
-    nothing reads (pure ones: any in a dataflow block) dropped until none is left."""
+def _tidy(f, bindings: list, result) -> list:
+    """Bindings that nothing reads (pure ones: any in a dataflow block) dropped until none is left."""
     dataflow = {i for i, blk in enumerate(f.body.blocks) if isinstance(blk, relax.DataflowBlock)}
     while True:
         used = _used(bindings, result)
@@ -143,14 +142,17 @@ def _rebuild(mod, f, params, bindings: list, result, attrs):
             if b.var in used or (i not in dataflow and relax.analysis.contains_impure_call(b.value))
         ]
         if len(keep) == len(bindings):
-            break
+            return bindings
         bindings = keep
+
+
+def _rebuild(mod, f, params, bindings: list, result, attrs):
+    """`f` with these parameters, (block index, binding) list, result and attributes, normalized."""
     blocks = []
     for i, blk in enumerate(f.body.blocks):
         mine = [b for j, b in bindings if j == i]
         if mine:
-            blocks.append(relax.DataflowBlock(mine) if i in dataflow else relax.BindingBlock(mine))
-    # a dataflow block's outputs must be plain variables, read after it: main's result is what reads them
+            blocks.append(relax.DataflowBlock(mine) if isinstance(blk, relax.DataflowBlock) else relax.BindingBlock(mine))
     seq = relax.BlockBuilder(mod).normalize(relax.SeqExpr(blocks, result))
     return relax.Function(params, seq, None, f.is_pure, attrs)
 
@@ -246,6 +248,7 @@ def apply(mod: tvm.IRModule, edit: dict) -> tvm.IRModule:
                     for i, x in bindings]
         result = sub.visit_expr(result)
     attrs = f.attrs
+    bindings = _tidy(f, bindings, result)
     if name == "main":
         params, attrs = _main_params(f, params, n_inputs, _used(bindings, result))
     nf = _rebuild(mod, f, params, bindings, result, attrs)

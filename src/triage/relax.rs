@@ -327,3 +327,70 @@ pub fn shown(script: &str) -> String {
     let end = at + START.len() + len + 4;
     format!("{}metadata = ...  # the constants' JSON: see module.py{}", &script[..at], &script[end..])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary() -> Summary {
+        serde_json::from_value(serde_json::json!({"bindings": 3, "functions": [
+            {"name": "main", "relax": true, "called": false, "outputs": 2,
+             "params": [{"name": "x", "type": ["float32", [2, 3]]}],
+             "bindings": [{"var": "a", "type": ["float32", [2, 3]], "block": 0, "value": "Call"},
+                          {"var": "b", "type": ["float32", [2, 3]], "block": 0, "value": "DataflowVar"}]},
+            {"name": "p", "relax": true, "called": true, "outputs": 1,
+             "params": [{"name": "y", "type": ["float32", [2, 3]]}],
+             "bindings": [{"var": "c", "type": ["float32", [2, 3]], "block": 0, "value": "relax.zeros"}]},
+            {"name": "spare", "relax": false, "called": false}
+        ]}))
+        .unwrap()
+    }
+
+    #[test]
+    fn candidates_go_from_whole_functions_to_single_values() {
+        let c = candidates(&summary());
+        assert_eq!(c[0], RelaxEdit::DropFunction { func: "spare".into() }, "only what nothing calls, never main");
+        assert!(!c.contains(&RelaxEdit::DropFunction { func: "p".into() }));
+        assert_eq!(c[1..5].len(), 4, "keep or drop each of main's two outputs");
+        assert!(c.contains(&RelaxEdit::Param { func: "main".into(), index: 0 }));
+        assert!(!c.contains(&RelaxEdit::Param { func: "main".into(), index: 1 }), "an alias is no new input");
+        assert!(!c.contains(&RelaxEdit::Zeros { func: "p".into(), index: 0 }), "zeros already");
+        assert_eq!(c.last(), Some(&RelaxEdit::DropParam { func: "p".into(), index: 0 }));
+        let json = serde_json::to_value(&c[5]).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"op": "drop_binding", "func": "main", "index": 1}),
+            "what the runner reads"
+        );
+    }
+
+    #[test]
+    fn feeds_follow_mains_parameters() {
+        let s = summary();
+        let old = vec![NamedTensor { name: "gone".into(), tensor: crate::graph::Tensor::from_f32(&[1], &[1.0]) }];
+        let feeds = feeds_for(&s, &old).unwrap();
+        assert_eq!(feeds.len(), 1);
+        assert_eq!((feeds[0].name.as_str(), feeds[0].tensor.dims.clone()), ("x", vec![2, 3]), "a new one generated");
+    }
+
+    #[test]
+    fn npy_files_have_numpys_header() {
+        let t = crate::graph::Tensor::from_f32(&[2, 3], &[0.5; 6]);
+        let b = npy(&t).unwrap();
+        assert_eq!(&b[..8], b"\x93NUMPY\x01\x00");
+        let len = u16::from_le_bytes([b[8], b[9]]) as usize;
+        assert_eq!((10 + len) % 64, 0);
+        let header = std::str::from_utf8(&b[10..10 + len]).unwrap();
+        assert!(
+            header.starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }") && header.ends_with('\n')
+        );
+        assert_eq!(b.len(), 10 + len + 24);
+    }
+
+    #[test]
+    fn the_report_elides_the_constants_json() {
+        let s = "class M:\n    pass\n\nmetadata = tvm.ir.load_json(\"\"\"{\n  \"nodes\": []\n}\"\"\")\n";
+        let shown = shown(s);
+        assert!(shown.starts_with("class M:") && !shown.contains("nodes") && shown.contains("module.py"), "{shown}");
+    }
+}
