@@ -15,12 +15,16 @@ answers the campaign's pattern check. Recipe keys: `seed_onnx` (hex), `pattern` 
 same module as TVM JSON, loaded instead of parsing when present), `rng`, `pass` and `provenance` (information),
 `check_only` (the campaign's pattern check: splice only, answer with the module JSON and the possibly shrunk
 script), `strict` (compile with TIR's argument assertions on), `pattern_shrunk` (information).
+A model may also be a module test (kind `oatest-relax-module`, from triage's Relax-level reduction: the module's
+TVMScript, the pass it inserts, test-only fault metadata; main's parameters are its inputs, by name), or a request
+to that reduction's tool (kind `oatest-relax-tool`, answered by oatest_tvm_reduce as one uint8 output `json`).
 
 Builds are for speed, identically for every configuration of a test: LLVM at -O0 (F16C when the host has it), TIR
 argument assertions, CSE and storage rewriting off, linked with `ld -shared` rather than JIT-compiled.
 
-The worker loads oatest_tvm_synth, oatest_tvm_check and this module, in that order, from the sources compiled
-into the binary (RUNNER_SOURCES in src/compiler/tvm.rs); a TVM bug's repro.py embeds all three.
+The worker loads oatest_tvm_passes, oatest_tvm_synth, oatest_tvm_check, oatest_tvm_reduce and this module, in that
+order, from the sources compiled into the binary (RUNNER_SOURCES in src/compiler/tvm.rs); a TVM bug's repro.py
+embeds them all. onnx is imported only for tests that are ONNX models or recipes.
 """
 from __future__ import annotations
 
@@ -31,9 +35,7 @@ import subprocess
 import tempfile
 
 import numpy as np
-import onnx
 import tvm
-from onnx import helper
 from tvm import relax
 
 import tvm.tirx
@@ -41,6 +43,7 @@ import tvm_ffi
 from tvm_ffi import structural_hash
 
 import oatest_tvm_passes
+import oatest_tvm_reduce
 import oatest_tvm_synth
 from oatest_tvm_check import check_pattern
 from oatest_tvm_synth import _imported
@@ -169,14 +172,11 @@ def _extra_pass(recipe: dict | None) -> tuple | None:
     """(name, arguments) of the pass a recipe's pattern came from, when it is not a pipeline pass."""
     if recipe is None or recipe.get("pass") not in oatest_tvm_passes.PLACEMENT:
         return None
-    args = recipe.get("pass_args")
+    if recipe.get("kind") == oatest_tvm_reduce.MODULE_KIND:
+        return recipe["pass"], recipe.get("pass_args")
     # the pass was called on the pattern's entry by its name in the test (`func_name="main"`); spliced, the
     # entry is oatest_tvm_synth.PATTERN_NAME, and `main` is the seed's
-    if isinstance(args, dict) and isinstance(args.get("func_name"), str):
-        pat = oatest_tvm_synth._parsed(recipe["pattern"], recipe.get("pattern_ir"))
-        if args["func_name"] == oatest_tvm_synth._entry(pat).name_hint:
-            args = {**args, "func_name": oatest_tvm_synth.PATTERN_NAME}
-    return recipe["pass"], args
+    return recipe["pass"], oatest_tvm_synth.spliced_pass_args(recipe)
 
 
 # Passes whose PassInfo name is not their constructor's: the instrumentation sees the former, configurations
@@ -229,27 +229,64 @@ def version() -> str:
     return tvm.__version__
 
 
-def _fault(model: onnx.ModelProto, level: str, fired: list[str]) -> str | None:
-    """Test-only misbehaviour (OATEST_TVM_TEST_FAULTS=1): model metadata `oatest.fault` = segfault | wrong,
-    with `oatest.fault.needs` = passes that must all have fired."""
+def _fault(meta: dict, level: str, fired: list[str]) -> str | None:
+    """Test-only misbehaviour (OATEST_TVM_TEST_FAULTS=1): the model's metadata (a module test's `fault`)
+    `oatest.fault` = segfault | wrong, with `oatest.fault.needs` = passes that must all have fired."""
     if os.environ.get("OATEST_TVM_TEST_FAULTS") != "1" or level == "disable":
         return None
-    meta = {p.key: p.value for p in model.metadata_props}
     needs = [p for p in meta.get("oatest.fault.needs", "").split(";") if p]
     if all(p in fired for p in needs):
         return meta.get("oatest.fault")
     return None
 
 
+# ONNX dtype codes of the wire format, for when onnx is not installed (a module test's repro.py needs only tvm
+# and numpy); with onnx, its own helper maps them (bfloat16 and the 8-bit floats included)
+_CODES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
+          10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 14: "complex64", 15: "complex128"}
+
+
+def _np_dtype(code):
+    try:
+        from onnx import helper
+    except ImportError:
+        return np.dtype(_CODES[code])
+    return helper.tensor_dtype_to_np_dtype(code)
+
+
+def _code(dtype):
+    try:
+        from onnx import helper
+    except ImportError:
+        return next(c for c, n in _CODES.items() if np.dtype(n) == dtype)
+    return helper.np_dtype_to_tensor_dtype(dtype)
+
+
 def _to_numpy(t):
     name, code, dims, raw = t
-    dtype = helper.tensor_dtype_to_np_dtype(code)
-    return name, np.frombuffer(raw, dtype=dtype).reshape(dims).copy()
+    return name, np.frombuffer(raw, dtype=_np_dtype(code)).reshape(dims).copy()
 
 
 def _from_numpy(name, a):
     a = np.asarray(a, order="C")  # keeps 0-d arrays 0-d (ascontiguousarray makes them 1-d)
-    return (name, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape), a.tobytes())
+    return (name, _code(a.dtype), list(a.shape), a.tobytes())
+
+
+def _test(model_bytes: bytes, recipe: dict | None) -> tuple:
+    """(metadata, Relax module, input names, output names) of an ONNX model, a recipe or a module test."""
+    if recipe is not None and recipe.get("kind") == oatest_tvm_reduce.MODULE_KIND:
+        mod = oatest_tvm_reduce.parsed(recipe["script"])
+        n = len(_leaves(mod["main"].ret_ty))
+        return recipe.get("fault") or {}, mod, [p.name for p in mod["main"].params], [f"out_{i}" for i in range(n)]
+    model, mod, extra_outputs = _imported(model_bytes, recipe)
+    meta = {p.key: p.value for p in model.metadata_props}
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [i.name for i in model.graph.input if i.name not in inits]
+    return meta, mod, inputs, [o.name for o in model.graph.output] + extra_outputs
+
+
+def _leaves(ty) -> list:
+    return [x for f in ty.fields for x in _leaves(f)] if type(ty).__name__ == "TupleType" else [ty]
 
 
 def _flatten(out):
@@ -269,12 +306,16 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
         if recipe is not None and recipe.get("check_only"):
             # the pattern must parse, take static tensors, and splice into a seed into a well-formed module
             checked = check_pattern(recipe)
-            result["outputs"] = [(k, onnx.TensorProto.UINT8, [len(v.encode())], v.encode()) for k, v in checked.items()]
+            result["outputs"] = [(k, 2, [len(v.encode())], v.encode()) for k, v in checked.items()]  # uint8
+            return result
+        if recipe is not None and recipe.get("kind") == oatest_tvm_reduce.TOOL_KIND:
+            result["outputs"] = oatest_tvm_reduce.answer(recipe)
             return result
         strict = recipe is not None and recipe.get("strict", False)
-        model, mod, extra_outputs = _imported(model_bytes, recipe)
+        meta, mod, graph_inputs, out_names = _test(model_bytes, recipe)
     except Exception as e:  # noqa: BLE001 - the frontend refusing a model is an outcome
-        result.update(status="error", message=f"from_onnx: {type(e).__name__}: {e}")
+        what = "TVMScript" if recipe is not None and recipe.get("kind") == oatest_tvm_reduce.MODULE_KIND else "from_onnx"
+        result.update(status="error", message=f"{what}: {type(e).__name__}: {e}")
         return result
     try:
         target = _target()
@@ -284,20 +325,18 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
         seq = tvm.transform.Sequential([_make(n, extra) for n in names])
         with tvm.transform.PassContext(opt_level=3, instruments=[rec], config={} if strict else PASS_CONFIG), target:
             ex = tvm.compile(mod, target=target, relax_pipeline=seq)
-        fault = _fault(model, level, rec.fired)
+        fault = _fault(meta, level, rec.fired)
         if fault == "segfault":
             import ctypes
 
             ctypes.string_at(0)
         vm = relax.VirtualMachine(load(ex), tvm.cpu())
-        graph_inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
         feeds = dict(_to_numpy(t) for t in inputs)
         args = [tvm.runtime.tensor(feeds[n]) for n in graph_inputs]
         outs = _flatten(vm["main"](*args))
         if fault == "wrong":
             outs = [o + 1 if o.dtype.kind == "f" else o for o in outs]
-        names = [o.name for o in model.graph.output] + extra_outputs
-        result["outputs"] = [_from_numpy(n, a) for n, a in zip(names, outs)]
+        result["outputs"] = [_from_numpy(n, a) for n, a in zip(out_names, outs)]
     except Exception as e:  # noqa: BLE001
         result.update(status="error", message=f"{type(e).__name__}: {str(e)[:4000]}")
     return result

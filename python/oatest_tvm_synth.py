@@ -20,12 +20,10 @@ from __future__ import annotations
 import math
 import random
 
-import onnx
 import tvm
 from tvm import relax
 import tvm.relax.utils  # noqa: F401 - copy_with_new_vars
 import tvm.sym  # noqa: F401 - Analyzer
-from tvm.relax.frontend.onnx import from_onnx
 
 import oatest_tvm_passes
 
@@ -173,7 +171,7 @@ def synthesize(
     if host is not None:
         return _synthesize_hosted(seed_onnx, pattern_script, rng_seed, ir_json, host, bound)
     rng = random.Random(rng_seed)
-    seed = from_onnx(onnx.load_from_string(seed_onnx), keep_params_in_input=False)
+    seed = _from_onnx(seed_onnx)
     pat = _parsed(pattern_script, ir_json)
     pattern_usable(pattern_script)
     entry = _entry(pat)
@@ -307,9 +305,28 @@ def _host_candidates(host: tvm.IRModule) -> list:
     return out
 
 
+def _from_onnx(seed_onnx: bytes) -> tvm.IRModule:
+    """The seed's Relax import (onnx is imported here only: a module test, and its repro.py, need no onnx)."""
+    import onnx
+    from tvm.relax.frontend.onnx import from_onnx
+
+    return from_onnx(onnx.load_from_string(seed_onnx), keep_params_in_input=False)
+
+
+def spliced_pass_args(recipe: dict):
+    """The recorded arguments of a recipe's pass as they apply to the spliced module: a `func_name` that named
+    the pattern's entry (the test called the pass on it by name) names its spliced copy, PATTERN_NAME."""
+    args = recipe.get("pass_args")
+    if isinstance(args, dict) and isinstance(args.get("func_name"), str):
+        pat = _parsed(recipe["pattern"], recipe.get("pattern_ir"))
+        if args["func_name"] == _entry(pat).name_hint:
+            args = {**args, "func_name": PATTERN_NAME}
+    return args
+
+
 def _synthesize_hosted(seed_onnx: bytes, pattern_script: str, rng_seed: int, ir_json, host_script: str, bound=None):
     rng = random.Random(rng_seed)
-    seed = from_onnx(onnx.load_from_string(seed_onnx), keep_params_in_input=False)
+    seed = _from_onnx(seed_onnx)
     pat = _parsed(pattern_script, ir_json)
     pattern_usable(pattern_script)
     host = _parsed(host_script)
@@ -475,6 +492,8 @@ def _imported(model_bytes: bytes, recipe: dict | None):
     hit = _IMPORTED.get(key)
     if hit is not None and hit[0] == model_bytes:
         return hit[1]
+    import onnx
+
     if recipe is not None:
         seed = bytes.fromhex(recipe["seed_onnx"])
         bound = oatest_tvm_passes.bound_params(recipe.get("pass"), recipe.get("pass_args"))
@@ -485,7 +504,7 @@ def _imported(model_bytes: bytes, recipe: dict | None):
         value = (model, mod, extra_output_names(mod, len(model.graph.output)))
     else:
         model = onnx.load_from_string(model_bytes)
-        value = (model, from_onnx(model, keep_params_in_input=False), [])
+        value = (model, _from_onnx(model_bytes), [])
     if len(_IMPORTED) >= 8:
         _IMPORTED.pop(next(iter(_IMPORTED)))
     _IMPORTED[key] = (model_bytes, value)

@@ -3,7 +3,8 @@
 it prepends its Relax runner's modules, python/oatest_tvm*.py, whose `oatest_tvm` defines `run`; for
 ort-transformers the runner of onnxruntime.transformers' optimizer, python/oatest_ortx.py with its pass table).
 
-Needs only onnx, numpy and the compiler's Python package (onnxruntime, or apache-tvm). Runs model.onnx on
+Needs only onnx, numpy and the compiler's Python package (onnxruntime, or apache-tvm); a TVM bug reduced to a
+Relax module (module.json, inputs input_K.npy) needs only numpy and apache-tvm. Runs model.onnx on
 input_K.pb (beside this file) once unoptimized (the reference) and once under the configuration that shows the
 bug, each in a child process so that a crash or hang is observed rather than suffered.
 
@@ -30,6 +31,11 @@ ORT_LEVELS = {
 
 
 def load_inputs():
+    if CASE.get("npy_inputs"):
+        # a Relax module test (module.json): input_K.npy, named after main's parameters
+        import numpy as np
+
+        return {name: np.load(os.path.join(HERE, f"input_{k}.npy")) for k, name in enumerate(CASE["input_names"])}
     import onnx
     from onnx import numpy_helper
 
@@ -147,14 +153,16 @@ def show(kind, value):
 def main():
     try:
         import numpy  # noqa: F401
-        import onnx  # noqa: F401
 
+        if not CASE.get("npy_inputs"):
+            import onnx  # noqa: F401
         if CASE.get("target") == "tvm":
             import tvm as compiler
         else:
             import onnxruntime as compiler
     except ImportError as e:
-        print(f"cannot run: {e} (pip install onnx numpy {'apache-tvm' if CASE.get('target') == 'tvm' else 'onnxruntime'})")
+        onnx = "" if CASE.get("npy_inputs") else "onnx "
+        print(f"cannot run: {e} (pip install {onnx}numpy {'apache-tvm' if CASE.get('target') == 'tvm' else 'onnxruntime'})")
         return 2
     print(f"{compiler.__name__} {compiler.__version__}; expecting {CASE['symptom']} under {CASE['config']}")
     ref_kind, ref = run_child("disable", [])

@@ -281,17 +281,104 @@ fn a_relax_level_finding_is_reduced_in_its_seed_graph_and_keeps_the_pattern_it_n
     let t = &bug["triage"];
     assert_eq!(t["original_nodes"], 5, "{bug}");
     assert!(t["nodes"].as_u64().unwrap() < 5, "the seed graph is reduced: {bug}");
-    // the pattern is needed (a seed without it shows nothing), so the minimized test is still a recipe
-    let minimized = std::fs::read(out.join("recipe.json")).unwrap();
-    let recipe: serde_json::Value = serde_json::from_slice(&minimized).expect("recipe.json is a recipe");
-    assert_eq!(recipe["pattern"], pattern["script"]);
-    assert!(!out.join("model.onnx").exists(), "a recipe is never written as model.onnx");
+    // the pattern is needed (a seed without it shows nothing), so the minimized test is a Relax module test
+    let minimized = std::fs::read(out.join("module.json")).unwrap();
+    let module: serde_json::Value = serde_json::from_slice(&minimized).expect("module.json is a module test");
+    assert_eq!(module["kind"], "oatest-relax-module");
+    assert!(!out.join("model.onnx").exists() && !out.join("recipe.json").exists(), "a module test, nothing else");
     let original: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("original.json")).unwrap()).unwrap();
     let given: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(original, given);
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(report.contains("Relax pattern (from TVM's"), "{report}");
+    assert!(report.contains("The minimized Relax module `module.py`"), "{report}");
+}
+
+/// A pattern with more than its bug needs: a function nothing calls and a chain of six ops, of which the
+/// injected fault (outputs + 1 whenever FuseOps fired) needs only what makes FuseOps fire.
+const SPARE_PATTERN: &str = r#"# from tvm.script import ir as I
+# from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    @R.function(private=True)
+    def spare(x: R.Tensor((2, 3), dtype="float32")) -> R.Tensor((2, 3), dtype="float32"):
+        with R.dataflow():
+            y = R.negative(x)
+            R.output(y)
+        return y
+
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32"), w: R.Tensor((2, 3), dtype="float32")) -> R.Tensor((2, 3), dtype="float32"):
+        with R.dataflow():
+            a = R.add(x, w)
+            b = R.exp(a)
+            c = R.multiply(b, a)
+            d = R.subtract(c, x)
+            e = R.nn.relu(d)
+            f = R.sigmoid(e)
+            R.output(f)
+        return f
+"#;
+
+/// Top-level bindings (`name: type = value` lines) of a module's TVMScript.
+fn bindings(script: &str) -> usize {
+    script
+        .lines()
+        .filter(|l| {
+            l.trim_start().split_once(": R.").is_some_and(|(v, _)| !v.contains(['(', ' '])) && l.contains(" = ")
+        })
+        .count()
+}
+
+#[test]
+fn relax_level_reduction_shrinks_a_pattern_and_its_module_keeps_the_symptom() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = chain(&["Relu", "Sigmoid", "Neg"], Some(("wrong", "FuseOps")));
+    let hex: String = seed.iter().map(|b| format!("{b:02x}")).collect();
+    let recipe = serde_json::json!({
+        "kind": "oatest-relax-synth", "seed_onnx": hex, "pattern": SPARE_PATTERN, "pass": "FuseOps",
+        "provenance": {"test": "t.py::f", "file": "t.py", "function": "f"}, "rng": 1, "check_only": false,
+    });
+    let file = dir.path().join("recipe.json");
+    std::fs::write(&file, recipe.to_string()).unwrap();
+    let out = dir.path().join("bug");
+    let o = oatest_faulty(&["reduce", file.to_str().unwrap(), "--target", "tvm", "--out", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    let bug = json(&out.join("bug.json"));
+    let (before, after) = (&bug["triage"]["relax_bindings"][0], &bug["triage"]["relax_bindings"][1]);
+    let module = json(&out.join("module.json"));
+    let script = module["script"].as_str().unwrap();
+    // the module test of the spliced recipe has the pattern's six bindings, main's and the splice's
+    assert!(before.as_u64().unwrap() >= 8, "{bug}");
+    assert!(after.as_u64().unwrap() < before.as_u64().unwrap() / 2, "{bug}\n{script}");
+    assert_eq!(bindings(script) as u64, after.as_u64().unwrap(), "{script}");
+    assert!(!script.contains("def spare"), "the function nothing calls is gone: {script}");
+    assert!(!script.contains("R.sigmoid") || !script.contains("R.nn.relu"), "the chain is cut: {script}");
+    assert_eq!(std::fs::read_to_string(out.join("module.py")).unwrap(), script);
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("```python") && report.contains("@I.ir_module"), "{report}");
+    assert!(!report.contains("pip install onnx"), "{report}");
+    // repro.py runs the module with numpy and tvm alone (an onnx that cannot be imported shadows the real one),
+    // and shows the symptom while the fault is injected, and nothing without it
+    let hidden = dir.path().join("hidden");
+    std::fs::create_dir_all(hidden.join("onnx")).unwrap();
+    std::fs::write(hidden.join("onnx/__init__.py"), "raise ImportError('onnx is hidden')\n").unwrap();
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let repro = |faults: &str| {
+        Command::new(&python)
+            .arg(out.join("repro.py"))
+            .env("PYTHONPATH", &hidden)
+            .env("OATEST_TVM_TEST_FAULTS", faults)
+            .output()
+            .expect("repro.py runs")
+    };
+    let shown = repro("1");
+    let text = String::from_utf8_lossy(&shown.stdout).to_string() + &String::from_utf8_lossy(&shown.stderr);
+    assert_eq!(shown.status.code(), Some(1), "{text}");
+    assert!(text.contains("REPRODUCED: inconsistency"), "{text}");
+    assert_eq!(repro("0").status.code(), Some(0), "without the fault the module is clean");
 }
 
 /// A host module with TVM's own structure: two functions, an `R.If` in `main` whose then-branch calls the

@@ -20,6 +20,8 @@ pub const RUNNER_SOURCES: &[(&str, &str)] = &[
     ("oatest_tvm_synth", include_str!("../../python/oatest_tvm_synth.py")),
     // the campaign's pattern check (shrink, splice, the pattern's module as JSON)
     ("oatest_tvm_check", include_str!("../../python/oatest_tvm_check.py")),
+    // Relax-level reduction: a recipe as a module test, a module's structure, one edit made (triage's requests)
+    ("oatest_tvm_reduce", include_str!("../../python/oatest_tvm_reduce.py")),
     // the pipeline, builds and `run`
     ("oatest_tvm", include_str!("../../python/oatest_tvm.py")),
 ];
@@ -33,7 +35,8 @@ pub fn runner_fingerprint() -> String {
 
 /// The runner as one self-contained Python text (the start of a TVM bug's repro.py, which then imports `run`
 /// from the `oatest_tvm` module): each module's source executed as that module and registered in `sys.modules`
-/// before the next, as the worker loads them. Needs only onnx, numpy and apache-tvm, no oatest files.
+/// before the next, as the worker loads them. Needs only numpy and apache-tvm (and onnx for a test that is an
+/// ONNX model or a recipe), no oatest files.
 pub fn runner_bundle() -> String {
     bundle(RUNNER_SOURCES, "oatest's Relax runner")
 }

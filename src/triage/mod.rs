@@ -14,6 +14,7 @@ mod load;
 pub mod reduce;
 mod reduce_cf;
 pub mod related;
+pub mod relax;
 pub mod report;
 mod reproduce;
 pub mod session;
@@ -61,6 +62,10 @@ pub struct Triaged {
     pub nodes: usize,
     pub reduction_checks: usize,
     pub reduction_fixpoint: bool,
+    /// Relax-level reduction (TVM): the top-level bindings of the module test before and after it (none: the
+    /// minimized test is not a module test).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relax_bindings: Option<(usize, usize)>,
     /// Whether the minimized model was re-checked (false: reduction could not even confirm the original).
     pub confirmed: bool,
     /// For inconsistencies: the largest difference on the minimized model.
@@ -80,6 +85,9 @@ pub struct Minimized {
     /// The minimized test is still a Relax-level recipe (false for ONNX findings, and for recipe findings whose
     /// seed graph shows the bug without the pattern).
     pub pattern_needed: bool,
+    /// The recipe reduced at Relax level into a module test (`model_bytes` are then that test, `case.feeds` its
+    /// inputs, and `case.model` the seed graph it came from).
+    pub relax: Option<relax::RelaxReduced>,
     pub reference: Option<Outcome>,
     pub shown: Option<Outcome>,
     /// The run with the culprits disabled (what disabling them changes).
@@ -136,6 +144,18 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         }
         r.finding.raw = raw;
     }
+    // a Relax-level test that needs its pattern is reduced inside the module too: a module test of its own
+    let mut relaxed = None;
+    if confirmed && pattern_needed && r.finding.target == "tvm" {
+        if let Some(red) = relax::minimize(r, &case, &culprits, limits) {
+            checks += red.checks + 1;
+            if let Some(runs) = relax::check(r, &red.case, &culprits) {
+                last = Some(runs);
+                case.feeds = red.case.feeds.clone();
+                relaxed = Some(red);
+            }
+        }
+    }
     let (reference, mut shown) = match last {
         Some((a, b)) => (Some(a), Some(b)),
         None => (None, None),
@@ -143,7 +163,11 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     // the report and repro.py use the finding's own configuration when the minimized model shows the symptom
     // there too (what users run), else the configuration with only the culprits on
     let mut config = if culprits.is_empty() { r.finding.config.clone() } else { r.config_enabling(&culprits) };
-    let model_bytes = if pattern_needed { r.finding.bytes(&case) } else { onnx::encode_model(&case.model) };
+    let model_bytes = match (&relaxed, pattern_needed) {
+        (Some(red), _) => red.case.test.to_bytes(),
+        (None, true) => r.finding.bytes(&case),
+        (None, false) => onnx::encode_model(&case.model),
+    };
     if confirmed && config != r.finding.config {
         let plain = r.finding.config.clone();
         let o = r.run(&model_bytes, &case.feeds, &plain);
@@ -187,13 +211,24 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         nodes: case.model.graph.node_count(),
         reduction_checks: checks,
         reduction_fixpoint: fixpoint,
+        relax_bindings: relaxed.as_ref().map(|red| (red.original_bindings, red.case.summary.bindings)),
         confirmed,
         max_diff,
         detail,
         runs: r.runs,
         timeout_ms: r.worker.timeout().as_millis() as u64,
     };
-    (t, Minimized { case, model_bytes, pattern_needed, reference, shown, without, upstream: Default::default() })
+    let m = Minimized {
+        case,
+        model_bytes,
+        pattern_needed,
+        relax: relaxed,
+        reference,
+        shown,
+        without,
+        upstream: Default::default(),
+    };
+    (t, m)
 }
 
 /// The class of a triaged finding: an inconsistency's is what the semantic reference says of its minimized

@@ -341,7 +341,7 @@ fn fresh(g: &crate::graph::Graph, base: &str) -> String {
 }
 
 /// A tensor of a fixed-shape type from the generator's default values (a graph input of that type).
-fn generated(ty: &TensorType) -> Option<Tensor> {
+pub(super) fn generated(ty: &TensorType) -> Option<Tensor> {
     let mut g = crate::graph::Graph::new("v");
     g.add_input("v", ty.clone());
     inputs::generate(&g, 0).ok()?.pop().map(|t| t.tensor)

@@ -90,8 +90,9 @@ pub fn write(
     // a Relax synthesis recipe (TVM) is a recipe.json, which the runner and repro.py read in place of ONNX
     let (test_file, original_file) = files(f, m);
     // a smaller representative of another kind replaces the files of the previous one
-    for stale in ["model.onnx", "recipe.json", "original.onnx", "original.json"] {
-        if stale != test_file && stale != original_file && dir.join(stale).exists() {
+    for stale in ["model.onnx", "recipe.json", "module.json", "module.py", "original.onnx", "original.json"] {
+        let keep = stale == test_file || stale == original_file || (stale == "module.py" && m.relax.is_some());
+        if !keep && dir.join(stale).exists() {
             std::fs::remove_file(dir.join(stale))?;
         }
     }
@@ -99,11 +100,16 @@ pub fn write(
     write_atomic(&dir.join(original_file), &f.bytes(&f.case))?;
     for stale in std::fs::read_dir(dir)?.filter_map(|e| e.ok()).map(|e| e.path()) {
         let name = stale.file_name().unwrap_or_default().to_string_lossy().to_string();
-        if (name.starts_with("input_") || name.starts_with("output_")) && name.ends_with(".pb") {
+        if (name.starts_with("input_") || name.starts_with("output_"))
+            && (name.ends_with(".pb") || name.ends_with(".npy"))
+        {
             std::fs::remove_file(&stale)?;
         }
     }
     inputs::write(dir, "input", &m.case.feeds)?;
+    if let Some(red) = &m.relax {
+        super::relax::write_files(dir, red)?;
+    }
     if let Some(r) = m.reference.as_ref().filter(|r| r.status == Status::Ok) {
         inputs::write(dir, "output", &r.outputs)?;
     }
@@ -129,10 +135,11 @@ pub fn write(
     write_atomic(&dir.join("bug.json"), serde_json::to_string_pretty(&rec)?.as_bytes())
 }
 
-/// The names of a bug directory's minimized test (`model.onnx`, or `recipe.json` when the Relax pattern is
-/// needed) and of the finding's original test (`original.onnx`, or `original.json` for a recipe).
+/// The names of a bug directory's minimized test (`model.onnx`, `recipe.json` when the Relax pattern is
+/// needed, `module.json` when it was reduced at Relax level) and of the finding's original test
+/// (`original.onnx`, or `original.json` for a recipe).
 pub fn files(f: &Finding, m: &Minimized) -> (&'static str, &'static str) {
-    let test = crate::finding::test_file_name(m.pattern_needed);
+    let test = if m.relax.is_some() { "module.json" } else { crate::finding::test_file_name(m.pattern_needed) };
     (test, if f.raw.is_some() { "original.json" } else { "original.onnx" })
 }
 
@@ -203,6 +210,9 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -
         "quantized": quantized,
         "dequantized": dequantized,
         "n_inputs": m.case.feeds.len(),
+        // a module test's inputs are also input_K.npy, named after main's parameters: no onnx needed
+        "npy_inputs": m.relax.is_some(),
+        "input_names": m.case.feeds.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
         "test_file": files(f, m).0,
         // a hang is what the campaign called one; other symptoms get room for a slow machine
         "timeout_s": if f.symptom == Symptom::Hang { (t.timeout_ms as f64 / 1000.0).max(1.0) } else { 120.0 },

@@ -208,11 +208,14 @@ pub fn tvm(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolerance: 
     };
     let p = Platform::here();
     let mut s = String::from("### Expected behavior\n\n");
+    let what = match &m.relax {
+        Some(red) => format!("Relax module below ({} top-level bindings)", red.case.summary.bindings),
+        None => format!("{}-node model below", t.nodes),
+    };
     let _ = writeln!(
         s,
-        "The {}-node model below gives the same results compiled with {passes} as without them (`disable`), \
-         and runs as cleanly.\n",
-        t.nodes
+        "The {what} gives the same results compiled with {passes} as without them (`disable`), and runs as \
+         cleanly.\n"
     );
     s.push_str("### Actual behavior\n\n");
     let _ = writeln!(s, "Compiled with `{}`, {compiler} {}. {}\n", t.config, doing(f, t), responsible(t, pass_kind));
@@ -228,8 +231,21 @@ pub fn tvm(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolerance: 
     }
     let _ = writeln!(s, "- OS: {}\n- Architecture: {}\n", p.os, p.arch);
     s.push_str("### Steps to reproduce\n\n");
-    match recipe(f, m) {
-        Some(recipe) => {
+    match (&m.relax, recipe(f, m)) {
+        (Some(red), recipe) => {
+            let from = recipe.as_ref().and_then(|r| r["provenance"]["test"].as_str().map(String::from));
+            let _ = writeln!(
+                s,
+                "The minimized Relax module `module.py` ({} top-level bindings, reduced from {} in a Relax-level test \
+                 that spliced a pattern from TVM's `{}` into a generated seed graph); `module.json` holds it with the \
+                 pass the test inserts, its inputs are `input_*.npy`:\n\n```python\n{}\n```\n",
+                red.case.summary.bindings,
+                red.original_bindings,
+                from.unwrap_or_else(|| "?".into()),
+                super::relax::shown(&red.case.test.script).trim()
+            );
+        }
+        (None, Some(recipe)) => {
             let _ = writeln!(
                 s,
                 "A Relax-level test: `recipe.json` holds the seed graph below, a Relax pattern and a random seed; \
@@ -242,17 +258,19 @@ pub fn tvm(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolerance: 
                 let _ = writeln!(s, "Relax pattern (from TVM's `{from}`):\n\n```python\n{}\n```\n", pattern.trim());
             }
         }
-        None => {
+        (None, None) => {
             let _ = writeln!(s, "The minimized model `model.onnx`:\n\n```\n{}```\n", node_list(&m.case.model));
         }
     }
     if tvm {
         let _ = writeln!(
             s,
-            "`pip install onnx numpy apache-tvm=={}`, then `python repro.py` (standalone: it embeds oatest's Relax \
+            "`pip install {}numpy apache-tvm=={}`, then `python repro.py` (standalone: it embeds oatest's Relax \
              runner, whose pass pipeline per level is listed in it) runs the test with `disable` and with `{}` and \
              exits 1 while the bug reproduces.\n",
-            f.target_version, t.config
+            if m.relax.is_some() { "" } else { "onnx " },
+            f.target_version,
+            t.config
         );
         let area = if t.culprits.is_empty() { "" } else { ", `relax:transform`" };
         let _ = writeln!(s, "### Triage\n\n`type: bug`{area}");

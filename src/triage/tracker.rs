@@ -105,6 +105,11 @@ pub(super) fn test_words(f: &Finding, t: &Triaged, m: &Minimized) -> String {
     let g = &m.case.model.graph;
     let ops: Vec<String> = g.nodes_in_order().unwrap_or_default().iter().map(|n| n.op.name.clone()).collect();
     match recipe(f, m) {
+        Some(recipe) if m.relax.is_some() => {
+            let from = recipe["provenance"]["function"].as_str().unwrap_or("?").to_string();
+            let n = m.relax.as_ref().map_or(0, |red| red.case.summary.bindings);
+            format!("a {n}-binding Relax module (from a pattern of TVM's {from})")
+        }
         Some(recipe) => {
             let from = recipe["provenance"]["function"].as_str().unwrap_or("?").to_string();
             match t.nodes {
@@ -281,6 +286,16 @@ fn details(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -> Str
         t.reduction_checks,
         if t.reduction_fixpoint { ", fixpoint" } else { ", stopped by a limit" }
     );
+    if let Some(red) = &m.relax {
+        let _ = writeln!(
+            s,
+            "- **Relax-level reduction:** {} top-level bindings from {} ({} checks{}); the module is `module.py`",
+            red.case.summary.bindings,
+            red.original_bindings,
+            red.checks,
+            if red.fixpoint { ", fixpoint" } else { ", stopped by a limit" }
+        );
+    }
     let (test_file, original_file) = files(f, m);
     let _ = writeln!(s, "- **Signature:** `{}` ({} runs in triage)", t.signature, t.runs);
     let _ = writeln!(
@@ -288,7 +303,12 @@ fn details(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -> Str
         "- **Files:** `{test_file}` (minimized), `{original_file}` (as found), `input_K.pb` (inputs), `output_K.pb` \
          (unoptimized outputs), `repro.py`, `bug.json`"
     );
-    let _ = writeln!(s, "- **With oatest:** `oatest run {test_file} --target {} --inputs . --judge`", f.target);
+    if m.relax.is_some() {
+        let _ =
+            writeln!(s, "- **Also:** `module.py` (the module's TVMScript), `input_K.npy` (the inputs for repro.py)");
+    } else {
+        let _ = writeln!(s, "- **With oatest:** `oatest run {test_file} --target {} --inputs . --judge`", f.target);
+    }
     let _ = writeln!(s, "- **Found by** oatest (optimization-aware fuzzing) from `{}`", f.source);
     s.push_str("\n</details>\n");
     s

@@ -1,0 +1,396 @@
+//! Relax-level reduction (TVM): a Relax-level finding's recipe becomes a module test (the module the runner
+//! compiles for it, as TVMScript), reduced by edits as values ([`RelaxEdit`]) that the worker's runner makes
+//! (`python/oatest_tvm_reduce.py`: each result well formed and re-parsed), every candidate checked like a graph.
+
+use super::reduce::{generated, Case, Limits};
+use super::Reproducer;
+use crate::compiler::{NamedTensor, Outcome, Status};
+use crate::graph::{DType, TensorType};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
+
+/// The `kind` of a module test (what the runner recognizes).
+pub const MODULE_KIND: &str = "oatest-relax-module";
+/// The `kind` of a request to the runner's reduction tool.
+pub const TOOL_KIND: &str = "oatest-relax-tool";
+
+/// A Relax module test: the module's TVMScript, the pass the test inserts (with its arguments) and, for oatest's
+/// own tests, the seed's fault metadata. main's parameters are its inputs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModuleTest {
+    pub kind: String,
+    pub script: String,
+    #[serde(default)]
+    pub pass: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_args: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fault: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<serde_json::Value>,
+}
+
+impl ModuleTest {
+    /// The module test in `bytes`; `None` when they are not one.
+    pub fn parse(bytes: &[u8]) -> Option<ModuleTest> {
+        if bytes.first() != Some(&b'{') {
+            return None;
+        }
+        serde_json::from_slice::<ModuleTest>(bytes).ok().filter(|t| t.kind == MODULE_KIND)
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a module test serializes")
+    }
+}
+
+/// A static tensor type as the runner writes it: (dtype, dims).
+pub type StaticType = Option<(String, Vec<i64>)>;
+
+/// A module's structure (`summary` of the runner's tool).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Summary {
+    pub functions: Vec<Function>,
+    /// Top-level bindings of every Relax function.
+    pub bindings: usize,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct Function {
+    pub name: String,
+    pub relax: bool,
+    pub called: bool,
+    #[serde(default)]
+    pub params: Vec<Param>,
+    #[serde(default)]
+    pub bindings: Vec<Binding>,
+    #[serde(default)]
+    pub outputs: usize,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct Param {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: StaticType,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct Binding {
+    pub var: String,
+    #[serde(rename = "type")]
+    pub ty: StaticType,
+    pub value: String,
+}
+
+impl Summary {
+    fn function(&self, name: &str) -> Option<&Function> {
+        self.functions.iter().find(|f| f.name == name)
+    }
+}
+
+/// One Relax-level reduction step (bindings by their index among a function's top-level bindings).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum RelaxEdit {
+    /// Remove a function no other function calls (not main).
+    DropFunction { func: String },
+    /// main returns only this output.
+    KeepOutput { index: usize },
+    /// main no longer returns this output.
+    DropOutput { index: usize },
+    /// Remove a binding; its readers read an operand of the same type.
+    DropBinding { func: String, index: usize },
+    /// A value of main becomes a fresh parameter of main (fed a generated tensor).
+    Param { func: String, index: usize },
+    /// A value becomes `R.zeros` of its type.
+    Zeros { func: String, index: usize },
+    /// Remove a parameter nothing reads from a function other than main, and its argument from its calls.
+    DropParam { func: String, index: usize },
+}
+
+/// The edits worth trying on a module, most promising (largest) first.
+pub fn candidates(s: &Summary) -> Vec<RelaxEdit> {
+    let mut out = Vec::new();
+    for f in s.functions.iter().filter(|f| f.name != "main" && !f.called) {
+        out.push(RelaxEdit::DropFunction { func: f.name.clone() });
+    }
+    if let Some(main) = s.function("main").filter(|m| m.outputs > 1) {
+        out.extend((0..main.outputs).map(|index| RelaxEdit::KeepOutput { index }));
+        out.extend((0..main.outputs).map(|index| RelaxEdit::DropOutput { index }));
+    }
+    let relax = || s.functions.iter().filter(|f| f.relax);
+    for f in relax() {
+        out.extend((0..f.bindings.len()).rev().map(|index| RelaxEdit::DropBinding { func: f.name.clone(), index }));
+    }
+    if let Some(main) = s.function("main") {
+        for (index, b) in main.bindings.iter().enumerate().filter(|(_, b)| b.ty.is_some()) {
+            if b.value != "DataflowVar" && b.value != "Var" {
+                out.push(RelaxEdit::Param { func: "main".into(), index });
+            }
+        }
+    }
+    for f in relax() {
+        let zeroable = |b: &Binding| b.ty.is_some() && b.value != "relax.zeros";
+        let at = f.bindings.iter().enumerate().filter(|(_, b)| zeroable(b));
+        out.extend(at.map(|(index, _)| RelaxEdit::Zeros { func: f.name.clone(), index }));
+    }
+    for f in relax().filter(|f| f.name != "main") {
+        out.extend((0..f.params.len()).map(|index| RelaxEdit::DropParam { func: f.name.clone(), index }));
+    }
+    out
+}
+
+/// A module test with its inputs (one per parameter of main, by name) and its structure.
+#[derive(Clone, Debug)]
+pub struct RelaxCase {
+    pub test: ModuleTest,
+    pub feeds: Vec<NamedTensor>,
+    pub summary: Summary,
+}
+
+/// What Relax-level reduction ended with.
+#[derive(Clone, Debug)]
+pub struct RelaxReduced {
+    pub case: RelaxCase,
+    /// Top-level Relax bindings of the module before reduction.
+    pub original_bindings: usize,
+    pub checks: usize,
+    pub accepted: usize,
+    pub fixpoint: bool,
+}
+
+/// main's inputs after an edit: the feeds of parameters that stay, generated tensors for new ones.
+fn feeds_for(summary: &Summary, old: &[NamedTensor]) -> Option<Vec<NamedTensor>> {
+    let main = summary.function("main")?;
+    let mut out = Vec::new();
+    for p in &main.params {
+        match old.iter().find(|f| f.name == p.name) {
+            Some(f) => out.push(f.clone()),
+            None => {
+                let (dtype, dims) = p.ty.as_ref()?;
+                let dtype = (1..=16).map(DType::from_onnx).find(|d| d.name() == *dtype)?;
+                let dims: Vec<usize> = dims.iter().map(|&d| usize::try_from(d).ok()).collect::<Option<_>>()?;
+                let tensor = generated(&TensorType::new(dtype, &dims))?;
+                out.push(NamedTensor { name: p.name.clone(), tensor });
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Reduces `case` while `check` holds; `edit` makes one edit (the runner's tool: the new script and its
+/// structure, `None` when the edit does not apply or leaves an ill-formed module).
+pub fn reduce(
+    case: RelaxCase,
+    edit: &mut dyn FnMut(&str, &RelaxEdit) -> Option<(String, Summary)>,
+    check: &mut dyn FnMut(&RelaxCase) -> bool,
+    limits: Limits,
+) -> RelaxReduced {
+    let start = Instant::now();
+    let original_bindings = case.summary.bindings;
+    let mut current = case;
+    let mut seen: HashSet<String> = HashSet::new();
+    let (mut checks, mut accepted) = (0usize, 0usize);
+    'rounds: loop {
+        for e in candidates(&current.summary) {
+            if checks >= limits.max_checks || start.elapsed() >= limits.time {
+                return RelaxReduced { case: current, original_bindings, checks, accepted, fixpoint: false };
+            }
+            let Some((script, summary)) = edit(&current.test.script, &e) else { continue };
+            // progress: fewer bindings, or as many in a shorter script
+            if (summary.bindings, script.len()) >= (current.summary.bindings, current.test.script.len())
+                || !seen.insert(crate::util::stable_hash(&script))
+            {
+                continue;
+            }
+            let Some(feeds) = feeds_for(&summary, &current.feeds) else { continue };
+            let next = RelaxCase { test: ModuleTest { script, ..current.test.clone() }, feeds, summary };
+            checks += 1;
+            if check(&next) {
+                current = next;
+                accepted += 1;
+                continue 'rounds;
+            }
+        }
+        return RelaxReduced { case: current, original_bindings, checks, accepted, fixpoint: true };
+    }
+}
+
+/// One request to the runner's reduction tool; its JSON answer.
+fn tool(r: &mut Reproducer, request: serde_json::Value) -> Option<serde_json::Value> {
+    let reference = r.finding.reference.clone();
+    let o = r.run(&serde_json::to_vec(&request).ok()?, &[], &reference);
+    if o.status != Status::Ok {
+        return None;
+    }
+    let out = o.outputs.into_iter().find(|t| t.name == "json")?;
+    match out.tensor.data {
+        crate::graph::TensorData::Raw(bytes) => serde_json::from_slice(&bytes).ok(),
+        _ => None,
+    }
+}
+
+/// The module test of a recipe finding's minimized case (`case.model` its seed graph), with main's inputs
+/// (the seed graph's inputs, in order).
+pub fn module_case(r: &mut Reproducer, case: &Case) -> Option<RelaxCase> {
+    let recipe: serde_json::Value = serde_json::from_slice(&r.finding.bytes(case)).ok()?;
+    let answer = tool(r, serde_json::json!({"kind": TOOL_KIND, "op": "module", "recipe": recipe}))?;
+    let summary: Summary = serde_json::from_value(answer.get("summary")?.clone()).ok()?;
+    let test: ModuleTest = serde_json::from_value(answer).ok()?;
+    let g = &case.model.graph;
+    let inputs: Vec<&String> = g.inputs.iter().filter(|i| !g.initializers.contains_key(*i)).collect();
+    let main = summary.function("main")?;
+    let mut feeds = Vec::new();
+    for (p, name) in main.params.iter().zip(&inputs) {
+        let f = case.feeds.iter().find(|f| f.name == **name)?;
+        feeds.push(NamedTensor { name: p.name.clone(), tensor: f.tensor.clone() });
+    }
+    (feeds.len() == main.params.len()).then_some(RelaxCase { test, feeds, summary })
+}
+
+/// Whether the finding's culprits still show its symptom on a module test ([`Reproducer::check`]).
+pub fn check(r: &mut Reproducer, c: &RelaxCase, culprits: &[String]) -> Option<(Outcome, Outcome)> {
+    let raw = r.finding.raw.replace(c.test.to_bytes());
+    let case = Case { model: r.finding.case.model.clone(), feeds: c.feeds.clone() };
+    let out = r.check(&case, culprits);
+    r.finding.raw = raw;
+    out
+}
+
+/// Relax-level reduction of a recipe finding whose minimized seed graph still needs its pattern: `None` when
+/// the module test does not show the symptom itself (the recipe then stays the minimized test).
+pub fn minimize(r: &mut Reproducer, case: &Case, culprits: &[String], limits: Limits) -> Option<RelaxReduced> {
+    let start = module_case(r, case)?;
+    check(r, &start, culprits)?;
+    let cell = std::cell::RefCell::new(&mut *r);
+    let mut edit = |script: &str, e: &RelaxEdit| {
+        let answer = tool(
+            &mut cell.borrow_mut(),
+            serde_json::json!({"kind": TOOL_KIND, "op": "apply", "script": script, "edit": e}),
+        )?;
+        let summary: Summary = serde_json::from_value(answer.get("summary")?.clone()).ok()?;
+        Some((answer.get("script")?.as_str()?.to_string(), summary))
+    };
+    let mut accept = |c: &RelaxCase| check(&mut cell.borrow_mut(), c, culprits).is_some();
+    Some(reduce(start, &mut edit, &mut accept, limits))
+}
+
+/// A bug directory's files of a module test besides `module.json`: `module.py` (its TVMScript) and its inputs as
+/// `input_K.npy` (numpy's format, so that repro.py needs no onnx).
+pub fn write_files(dir: &std::path::Path, red: &RelaxReduced) -> anyhow::Result<()> {
+    crate::util::write_atomic(&dir.join("module.py"), red.case.test.script.as_bytes())?;
+    for (k, f) in red.case.feeds.iter().enumerate() {
+        let bytes = npy(&f.tensor).ok_or_else(|| anyhow::anyhow!("input {}: no numpy encoding", f.name))?;
+        crate::util::write_atomic(&dir.join(format!("input_{k}.npy")), &bytes)?;
+    }
+    Ok(())
+}
+
+/// A tensor in numpy's `.npy` format (version 1.0), for fixed-size dtypes.
+pub fn npy(t: &crate::graph::Tensor) -> Option<Vec<u8>> {
+    let crate::graph::TensorData::Raw(raw) = &t.data else { return None };
+    let descr = match t.dtype {
+        DType::Bool => "|b1".to_string(),
+        DType::U8 => "|u1".to_string(),
+        DType::I8 => "|i1".to_string(),
+        DType::F16 | DType::F32 | DType::F64 => format!("<f{}", t.dtype.size()?),
+        DType::C64 | DType::C128 => format!("<c{}", t.dtype.size()?),
+        d if d.is_int() && d.is_signed() => format!("<i{}", d.size()?),
+        d if d.is_int() => format!("<u{}", d.size()?),
+        _ => return None,
+    };
+    let dims: Vec<String> = t.dims.iter().map(|d| d.to_string()).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    // magic (6) + version (2) + length (2) + header + newline, a multiple of 64
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(raw);
+    Some(out)
+}
+
+/// A module's script as a report shows it: its metadata section (the JSON of its tensor constants) elided.
+pub fn shown(script: &str) -> String {
+    const START: &str = "metadata = tvm.ir.load_json(\"\"\"";
+    let Some(at) = script.find(START) else { return script.to_string() };
+    let Some(len) = script[at + START.len()..].find("\"\"\")") else { return script.to_string() };
+    let end = at + START.len() + len + 4;
+    format!("{}metadata = ...  # the constants' JSON: see module.py{}", &script[..at], &script[end..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary() -> Summary {
+        serde_json::from_value(serde_json::json!({"bindings": 3, "functions": [
+            {"name": "main", "relax": true, "called": false, "outputs": 2,
+             "params": [{"name": "x", "type": ["float32", [2, 3]]}],
+             "bindings": [{"var": "a", "type": ["float32", [2, 3]], "block": 0, "value": "Call"},
+                          {"var": "b", "type": ["float32", [2, 3]], "block": 0, "value": "DataflowVar"}]},
+            {"name": "p", "relax": true, "called": true, "outputs": 1,
+             "params": [{"name": "y", "type": ["float32", [2, 3]]}],
+             "bindings": [{"var": "c", "type": ["float32", [2, 3]], "block": 0, "value": "relax.zeros"}]},
+            {"name": "spare", "relax": false, "called": false}
+        ]}))
+        .unwrap()
+    }
+
+    #[test]
+    fn candidates_go_from_whole_functions_to_single_values() {
+        let c = candidates(&summary());
+        assert_eq!(c[0], RelaxEdit::DropFunction { func: "spare".into() }, "only what nothing calls, never main");
+        assert!(!c.contains(&RelaxEdit::DropFunction { func: "p".into() }));
+        assert_eq!(c[1..5].len(), 4, "keep or drop each of main's two outputs");
+        assert!(c.contains(&RelaxEdit::Param { func: "main".into(), index: 0 }));
+        assert!(!c.contains(&RelaxEdit::Param { func: "main".into(), index: 1 }), "an alias is no new input");
+        assert!(!c.contains(&RelaxEdit::Zeros { func: "p".into(), index: 0 }), "zeros already");
+        assert_eq!(c.last(), Some(&RelaxEdit::DropParam { func: "p".into(), index: 0 }));
+        let json = serde_json::to_value(&c[5]).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"op": "drop_binding", "func": "main", "index": 1}),
+            "what the runner reads"
+        );
+    }
+
+    #[test]
+    fn feeds_follow_mains_parameters() {
+        let s = summary();
+        let old = vec![NamedTensor { name: "gone".into(), tensor: crate::graph::Tensor::from_f32(&[1], &[1.0]) }];
+        let feeds = feeds_for(&s, &old).unwrap();
+        assert_eq!(feeds.len(), 1);
+        assert_eq!((feeds[0].name.as_str(), feeds[0].tensor.dims.clone()), ("x", vec![2, 3]), "a new one generated");
+    }
+
+    #[test]
+    fn npy_files_have_numpys_header() {
+        let t = crate::graph::Tensor::from_f32(&[2, 3], &[0.5; 6]);
+        let b = npy(&t).unwrap();
+        assert_eq!(&b[..8], b"\x93NUMPY\x01\x00");
+        let len = u16::from_le_bytes([b[8], b[9]]) as usize;
+        assert_eq!((10 + len) % 64, 0);
+        let header = std::str::from_utf8(&b[10..10 + len]).unwrap();
+        assert!(
+            header.starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }") && header.ends_with('\n')
+        );
+        assert_eq!(b.len(), 10 + len + 24);
+    }
+
+    #[test]
+    fn the_report_elides_the_constants_json() {
+        let s = "class M:\n    pass\n\nmetadata = tvm.ir.load_json(\"\"\"{\n  \"nodes\": []\n}\"\"\")\n";
+        let shown = shown(s);
+        assert!(shown.starts_with("class M:") && !shown.contains("nodes") && shown.contains("module.py"), "{shown}");
+    }
+}
