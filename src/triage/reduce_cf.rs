@@ -387,4 +387,54 @@ mod tests {
         let bytes = crate::graph::onnx::encode_model(&r.case.model);
         crate::graph::onnx::decode_model(&bytes).unwrap().graph.validate().unwrap();
     }
+
+    /// `Loop(M=2, carried x) { v -> Sigmoid -> v', scan Neg(v') }` and `Scan(x) { e -> Tanh }`: both become one
+    /// pass over their body that type-checks, with the scan outputs one iteration long.
+    #[test]
+    fn loops_and_scans_inline_to_one_iteration() {
+        let ty = TensorType::new(DType::F32, &[2, 3]);
+        let mut body = Graph::new("body");
+        body.add_input("i", TensorType::new(DType::I64, &[]));
+        body.add_input("c", TensorType::new(DType::Bool, &[]));
+        body.add_input("v", ty.clone());
+        body.add_node(unary("Identity", "c", "c2")).unwrap();
+        body.add_node(unary("Sigmoid", "v", "v2")).unwrap();
+        body.add_node(unary("Neg", "v2", "n")).unwrap();
+        body.add_output("c2", TensorType::new(DType::Bool, &[]));
+        body.add_output("v2", ty.clone());
+        body.add_output("n", ty.clone());
+        let mut scan_body = Graph::new("scan_body");
+        scan_body.add_input("e", TensorType::new(DType::F32, &[3]));
+        scan_body.add_node(unary("Tanh", "e", "t")).unwrap();
+        scan_body.add_output("t", TensorType::new(DType::F32, &[3]));
+        let mut g = Graph::new("g");
+        g.add_input("x", ty.clone());
+        g.add_initializer("M", Tensor::from_f64s(DType::I64, &[], &[2.0]));
+        let lp = Node::new(
+            "loop",
+            OpId::onnx("Loop"),
+            vec!["M".into(), "".into(), "x".into()],
+            vec!["vf".into(), "ns".into()],
+        )
+        .with_attr("body", Attr::Graph(Box::new(body)));
+        g.add_node(lp).unwrap();
+        let sc = Node::new("scan", OpId::onnx("Scan"), vec!["x".into()], vec!["ts".into()])
+            .with_attr("num_scan_inputs", Attr::Int(1))
+            .with_attr("body", Attr::Graph(Box::new(scan_body)));
+        g.add_node(sc).unwrap();
+        g.add_output("vf", ty.clone());
+        g.add_output("ns", TensorType::new(DType::F32, &[2, 2, 3]));
+        g.add_output("ts", ty.clone());
+        crate::ops::check_graph(&g, true).unwrap();
+        let order = g.topo_order().unwrap();
+        let found = hosts(&g, &order);
+        assert_eq!(found.len(), 2);
+        let flat = inline(&g, found[0].0, "body").expect("the Loop inlines");
+        let flat = inline(&flat, hosts(&flat, &flat.topo_order().unwrap())[0].0, "body").expect("the Scan inlines");
+        let types = crate::ops::check_graph(&flat, true).unwrap();
+        assert!(!flat.has_subgraphs());
+        assert_eq!(types["ns"], TensorType::new(DType::F32, &[1, 2, 3]), "a scan output of one iteration");
+        assert_eq!(types["ts"], TensorType::new(DType::F32, &[1, 3]));
+        assert_eq!(types["vf"], ty);
+    }
 }
