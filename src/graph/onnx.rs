@@ -143,7 +143,8 @@ fn export_graph(g: &Graph) -> pb::GraphProto {
     let io: std::collections::HashSet<&str> = g.inputs.iter().chain(&g.outputs).map(|s| s.as_str()).collect();
     let value_info = |name: &String| pb::ValueInfoProto {
         name: Some(name.clone()),
-        r#type: g.types.get(name).map(export_type),
+        // a value imported without a type (an untyped subgraph output) is written without one
+        r#type: g.types.get(name).filter(|t| !matches!(t, ValueType::Opaque(b) if b.is_empty())).map(export_type),
         ..Default::default()
     };
     pb::GraphProto {
