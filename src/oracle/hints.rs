@@ -59,7 +59,12 @@ impl Hints {
     /// The hints of `g`. Intermediate values are included, so they stay right for any graph that keeps these
     /// value names (a reduced one).
     pub fn of(g: &Graph) -> Hints {
-        let mut h = Hints::default();
+        Hints::of_in(g, &Hints::default())
+    }
+
+    /// The hints of a graph whose nodes may read values of enclosing graphs with hints `outer` (a body).
+    fn of_in(g: &Graph, outer: &Hints) -> Hints {
+        let mut h = outer.clone();
         let types = crate::ops::infer_types(g, false).unwrap_or_default();
         let float = |v: &str| types.get(v).map(|t| t.dtype).filter(|d| d.is_float());
         for n in g.nodes_in_order().unwrap_or_default() {
@@ -91,8 +96,34 @@ impl Hints {
             if let Some(step) = step {
                 h.dequantized.extend(outputs.map(|o| (o, step)));
             }
+            h.through_bodies(n);
         }
         h
+    }
+
+    /// A control-flow node's outputs carry what its bodies' outputs carry (any body: an If's branches join).
+    fn through_bodies(&mut self, n: &Node) {
+        // a Loop's body yields its condition first
+        let skip = usize::from(n.op.name == "Loop" && n.op.domain.is_empty());
+        for (_, body) in n.subgraphs() {
+            let inner = Hints::of_in(body, self);
+            for (k, o) in n.outputs.iter().enumerate().filter(|(_, o)| !o.is_empty()) {
+                let Some(b) = body.outputs.get(k + skip) else { continue };
+                if inner.quantized.contains(b) {
+                    self.quantized.insert(o.clone());
+                }
+                if let Some(&step) = inner.dequantized.get(b) {
+                    let e = self.dequantized.entry(o.clone()).or_insert(step);
+                    *e = e.max(step);
+                }
+                if let Some(&p) = inner.precision.get(b) {
+                    let e = self.precision.entry(o.clone()).or_insert(p);
+                    if less_precise(p, *e) {
+                        *e = p;
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -278,6 +278,42 @@ fn quantized_graph() -> crate::graph::Graph {
     g
 }
 
+/// An If whose then-branch quantizes and dequantizes an outer value: its outputs are levels and dequantized
+/// levels as the branch's are (a QDQ fusion inside a body rounds like one at the top level).
+#[test]
+fn hints_pass_through_control_flow_bodies() {
+    use crate::graph::{Graph, Node, OpId, TensorType};
+    let q = quantized_graph();
+    let mut then = Graph::new("then");
+    for (n, t) in &q.initializers {
+        then.add_initializer(n, t.clone());
+    }
+    for id in q.topo_order().unwrap() {
+        then.add_node(q.node(id).clone()).unwrap();
+    }
+    then.add_output("y", TensorType::new(DType::U8, &[2]));
+    then.add_output("z", TensorType::new(DType::F32, &[2]));
+    let mut els = Graph::new("else");
+    els.add_node(Node::new("e1", OpId::onnx("Identity"), vec!["u".into()], vec!["eu".into()])).unwrap();
+    els.add_node(Node::new("e2", OpId::onnx("Identity"), vec!["x".into()], vec!["ex".into()])).unwrap();
+    els.add_output("eu", TensorType::new(DType::U8, &[2]));
+    els.add_output("ex", TensorType::new(DType::F32, &[2]));
+    let mut g = Graph::new("g");
+    for i in &q.inputs {
+        g.add_input(i, q.types[i].clone());
+    }
+    g.add_input("c", TensorType::new(DType::Bool, &[]));
+    let node = Node::new("if", OpId::onnx("If"), vec!["c".into()], vec!["qy".into(), "qz".into()])
+        .with_attr("then_branch", crate::graph::Attr::Graph(Box::new(then)))
+        .with_attr("else_branch", crate::graph::Attr::Graph(Box::new(els)));
+    g.add_node(node).unwrap();
+    g.add_output("qy", TensorType::new(DType::U8, &[2]));
+    g.add_output("qz", TensorType::new(DType::F32, &[2]));
+    let h = Hints::of(&g);
+    assert!(h.quantized.contains("qy"), "{h:?}");
+    assert_eq!(h.dequantized.get("qz"), Some(&0.5), "{h:?}");
+}
+
 #[test]
 fn quantized_outputs_are_judged_in_quantization_steps() {
     let hints = Hints::of(&quantized_graph());
