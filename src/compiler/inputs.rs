@@ -24,6 +24,16 @@ enum Range {
 
 fn range_for(g: &Graph, name: &str) -> Range {
     let mut r = Range::Any;
+    // what bodies of If, Loop and Scan that read it from this graph want of it (unless they define the name)
+    for id in g.node_ids().filter(|&id| g.node(id).implicit_inputs().contains(name)) {
+        for (_, body) in g.node(id).subgraphs().filter(|(_, b)| !b.is_defined(name)) {
+            match range_for(body, name) {
+                Range::Any => {}
+                Range::Positive => r = Range::Positive,
+                strict => return strict,
+            }
+        }
+    }
     for (id, slot) in g.consumers(name) {
         let op = g.node(id).op.name.as_str();
         match (op, slot) {
@@ -153,4 +163,37 @@ pub fn write(dir: &Path, prefix: &str, tensors: &[NamedTensor]) -> anyhow::Resul
         crate::util::write_atomic(&dir.join(format!("{prefix}_{k}.pb")), &onnx::encode_tensor(&t.name, &t.tensor))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{Attr, Node, OpId, TensorType};
+
+    /// An input read as Gather indices inside an If branch gets valid indices, as one read at the top level does.
+    #[test]
+    fn inputs_read_inside_a_body_get_the_range_the_body_needs() {
+        let mut then = Graph::new("then");
+        then.add_node(Node::new("g", OpId::onnx("Gather"), vec!["x".into(), "idx".into()], vec!["y".into()])).unwrap();
+        then.add_output("y", TensorType::new(DType::F32, &[3]));
+        let mut els = Graph::new("else");
+        els.add_node(Node::new("i", OpId::onnx("Identity"), vec!["x".into()], vec!["e".into()])).unwrap();
+        els.add_output("e", TensorType::new(DType::F32, &[3]));
+        let mut g = Graph::new("g");
+        g.add_input("x", TensorType::new(DType::F32, &[3]));
+        g.add_input("idx", TensorType::new(DType::I64, &[3]));
+        g.add_input("c", TensorType::new(DType::Bool, &[]));
+        let node = Node::new("if", OpId::onnx("If"), vec!["c".into()], vec!["o".into()])
+            .with_attr("then_branch", Attr::Graph(Box::new(then)))
+            .with_attr("else_branch", Attr::Graph(Box::new(els)));
+        g.add_node(node).unwrap();
+        g.add_output("o", TensorType::new(DType::F32, &[3]));
+        assert_eq!(range_for(&g, "idx"), Range::Index);
+        assert_eq!(range_for(&g, "x"), Range::Any);
+        for seed in 0..20 {
+            let feeds = generate(&g, seed).unwrap();
+            let idx = feeds.iter().find(|f| f.name == "idx").unwrap();
+            assert!(idx.tensor.to_i64s().unwrap().iter().all(|&i| i == 0), "seed {seed}");
+        }
+    }
 }
