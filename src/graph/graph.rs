@@ -183,6 +183,16 @@ impl Graph {
         self.node_ids().flat_map(|id| self.node(id).reads()).filter(|v| !defined.contains(v.as_str())).collect()
     }
 
+    /// Applies `f` to every subgraph of node `id` (its implicit-input edges are not recomputed: rebuild the graph
+    /// when `f` changes what a body reads from this one).
+    pub fn edit_bodies(&mut self, id: NodeId, mut f: impl FnMut(&mut Graph)) {
+        for a in self.dag[id.0].attrs.values_mut() {
+            if let super::Attr::Graph(g) = a {
+                f(g);
+            }
+        }
+    }
+
     /// Whether any node holds a subgraph (control flow).
     pub fn has_subgraphs(&self) -> bool {
         self.node_ids().any(|id| self.node(id).subgraphs().next().is_some())

@@ -234,13 +234,7 @@ pub(super) fn rewire_implicit(g: &mut Graph, old: &str, new: &str) -> Option<()>
     }
     let order = g.topo_order().ok()?;
     for id in readers {
-        let keys: Vec<String> = g.node(id).subgraphs().map(|(k, _)| k.clone()).collect();
-        for key in keys {
-            let Some(Attr::Graph(b)) = g.node(id).attrs.get(&key) else { continue };
-            let mut b = (**b).clone();
-            rename_read(&mut b, old, new);
-            g.node_attrs_mut(id).insert(key, Attr::Graph(Box::new(b)));
-        }
+        g.edit_bodies(id, |b| rename_read(b, old, new));
     }
     let mut rebuilt = Graph::new(g.name.clone());
     (rebuilt.inputs, rebuilt.outputs) = (g.inputs.clone(), g.outputs.clone());
@@ -264,13 +258,7 @@ fn rename_read(b: &mut Graph, old: &str, new: &str) {
                 b.set_input(id, slot, new);
             }
         }
-        let keys: Vec<String> = b.node(id).subgraphs().map(|(k, _)| k.clone()).collect();
-        for key in keys {
-            let Some(Attr::Graph(inner)) = b.node(id).attrs.get(&key) else { continue };
-            let mut inner = (**inner).clone();
-            rename_read(&mut inner, old, new);
-            b.node_attrs_mut(id).insert(key, Attr::Graph(Box::new(inner)));
-        }
+        b.edit_bodies(id, |inner| rename_read(inner, old, new));
     }
     for o in b.outputs.iter_mut().filter(|o| **o == old) {
         *o = new.to_string();
@@ -282,11 +270,8 @@ fn rename_read(b: &mut Graph, old: &str, new: &str) {
 pub(super) fn tidy_bodies(g: &mut Graph) {
     let ids: Vec<NodeId> = g.node_ids().filter(|&id| g.node(id).subgraphs().next().is_some()).collect();
     for id in ids {
-        let keys: Vec<String> = g.node(id).subgraphs().map(|(k, _)| k.clone()).collect();
-        for key in keys {
-            let Some(Attr::Graph(b)) = g.node(id).attrs.get(&key) else { continue };
-            let mut b = (**b).clone();
-            tidy_bodies(&mut b);
+        g.edit_bodies(id, |b| {
+            tidy_bodies(b);
             loop {
                 let read: HashSet<String> =
                     b.node_ids().flat_map(|i| b.node(i).reads()).chain(b.outputs.iter().cloned()).collect();
@@ -302,8 +287,7 @@ pub(super) fn tidy_bodies(g: &mut Graph) {
                     b.remove_node(i);
                 }
             }
-            g.node_attrs_mut(id).insert(key, Attr::Graph(Box::new(b)));
-        }
+        });
     }
 }
 
