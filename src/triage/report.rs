@@ -143,13 +143,18 @@ pub fn files(f: &Finding, m: &Minimized) -> (&'static str, &'static str) {
     (test, if f.raw.is_some() { "original.json" } else { "original.onnx" })
 }
 
-/// The model as a node list: inputs, constants, one line per node, outputs.
+/// The model as a node list: inputs, constants, one line per node, outputs; the bodies of If, Loop and Scan
+/// nodes indented under them.
 pub fn node_list(m: &Model) -> String {
-    let g = &m.graph;
-    let ty = |v: &str| g.types.get(v).map(|t| t.to_string()).unwrap_or_else(|| "?".into());
     let mut s = String::new();
+    graph_lines(&m.graph, "", &mut s);
+    s
+}
+
+fn graph_lines(g: &crate::graph::Graph, pad: &str, s: &mut String) {
+    let ty = |v: &str| g.types.get(v).map(|t| t.to_string()).unwrap_or_else(|| "?".into());
     for i in g.inputs.iter().filter(|i| !g.initializers.contains_key(*i)) {
-        let _ = writeln!(s, "input  {i}: {}", ty(i));
+        let _ = writeln!(s, "{pad}input  {i}: {}", ty(i));
     }
     for (name, t) in &g.initializers {
         let vals = match (t.to_f64s(), t.to_i64s()) {
@@ -157,17 +162,20 @@ pub fn node_list(m: &Model) -> String {
             (_, Some(v)) if v.len() <= 8 => format!(" = {v:?}"),
             _ => String::new(),
         };
-        let _ = writeln!(s, "const  {name}: {}{vals}", t.ty());
+        let _ = writeln!(s, "{pad}const  {name}: {}{vals}", t.ty());
     }
     for n in g.nodes_in_order().unwrap_or_default() {
         let attrs: Vec<String> = n.attrs.iter().map(|(k, a)| format!("{k}={}", attr(a))).collect();
         let attrs = if attrs.is_empty() { String::new() } else { format!(" {{{}}}", attrs.join(", ")) };
-        let _ = writeln!(s, "{} = {}({}){attrs}", n.outputs.join(", "), n.op, n.inputs.join(", "));
+        let _ = writeln!(s, "{pad}{} = {}({}){attrs}", n.outputs.join(", "), n.op, n.inputs.join(", "));
+        for (key, body) in n.subgraphs() {
+            let _ = writeln!(s, "{pad}  {key}:");
+            graph_lines(body, &format!("{pad}    "), s);
+        }
     }
     for o in &g.outputs {
-        let _ = writeln!(s, "output {o}: {}", ty(o));
+        let _ = writeln!(s, "{pad}output {o}: {}", ty(o));
     }
-    s
 }
 
 fn attr(a: &Attr) -> String {
