@@ -274,16 +274,23 @@ fn run_and_judge(
     hints: &Hints,
 ) -> (Vec<Outcome>, Judgement, Vec<(Verdict, Rerun)>, Vec<Outcome>) {
     // a rewrite rule is not logged on its own: for a test built for one, ask the optimized configurations
-    // to attribute just that rule (one extra session when its container fired)
-    let rule = test.target_pass.as_deref().filter(|p| crate::compiler::rules::container_of(p).is_some());
+    // to attribute just that rule, and those a named configuration switches on (CastChainElimination) under
+    // it (one extra session per rule when its container fired)
+    let is_rule = |p: &&str| crate::compiler::rules::container_of(p).is_some();
+    let rule = test.target_pass.as_deref().filter(is_rule);
     let configs: Vec<Config> = configs
         .iter()
         .enumerate()
         .map(|(i, c)| {
             let mut c = c.clone();
-            if let (Some(r), true) = (rule, i > 0) {
+            let mut rules: Vec<String> = rule.iter().map(|r| r.to_string()).collect();
+            for n in crate::compiler::named::of(&c) {
+                rules.extend(n.on.iter().map(String::as_str).filter(is_rule).map(String::from));
+            }
+            if i > 0 && !rules.is_empty() {
+                rules.dedup();
                 c.attribute_rules = true;
-                c.rules_of_interest = vec![r.to_string()];
+                c.rules_of_interest = rules;
             }
             c
         })

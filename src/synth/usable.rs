@@ -6,6 +6,9 @@
 const MAX_PATTERN_NODES: usize = 32;
 const MAX_PATTERN_CONST_BYTES: usize = 64 << 10;
 const MAX_PORT_ELEMS: usize = 8192;
+/// The lowest ai.onnx opset a pattern that no longer fires at the seeds' opset is kept at (its tests are written
+/// at its own opset: below 16 too many of the catalog's ops would change meaning).
+pub const MIN_OWN_OPSET: i64 = 16;
 
 /// Symbolic and empty dims (a captured model's batch size, which extraction ran as 0) fixed to 1 in a pattern's
 /// graph inputs and outputs and its ports, so that it can be fed and spliced; inner values declared with such
@@ -102,7 +105,8 @@ fn constant_bytes(p: &crate::pattern::Pattern) -> usize {
 /// The patterns of a library that still fire their pass when placed in a model of ai.onnx opset `opset`
 /// (seeds are written at that opset): each is bumped to max(its opset, `opset`), its symbolic port dims fixed to
 /// 1, shrunk when its ports are too large, and verified in a worker (patterns whose results are random by the
-/// spec, [`random`], are left out). Also returns the passes none of whose
+/// spec, [`random`], are left out); one that does not fire bumped but does at its own opset (at least
+/// [`MIN_OWN_OPSET`]) is kept at its own opset. Also returns the passes none of whose
 /// patterns is usable, each with why (`too large`, `does not fire at opset N`).
 pub fn usable_ort_patterns(
     spec: &crate::compiler::worker::WorkerSpec,
@@ -122,6 +126,7 @@ pub fn usable_ort_patterns(
                 .all(|port| port.ty.numel().is_some_and(|n| n > 0 && n <= MAX_PORT_ELEMS))
     };
     let mut bumped = Vec::new();
+    let mut own_opset = Vec::new();
     for mut p in patterns {
         concretize(&mut p);
         shrink(&mut p);
@@ -132,12 +137,18 @@ pub fn usable_ort_patterns(
             continue;
         }
         let old = p.model.opsets.remove("ai.onnx");
-        let v = p.model.opsets.entry(String::new()).or_insert(old.unwrap_or(opset));
-        *v = (*v).max(opset);
+        let own = *p.model.opsets.entry(String::new()).or_insert(old.unwrap_or(opset));
+        own_opset.push((own >= MIN_OWN_OPSET && own < opset).then(|| p.clone()));
+        p.model.opsets.insert(String::new(), own.max(opset));
         bumped.push(p);
     }
-    let ok: Vec<crate::pattern::Pattern> =
-        pool.map(bumped, |w, p| crate::pattern::extract::verify(w, &p).then_some(p)).into_iter().flatten().collect();
+    // a pattern that fires only at its own opset (at least MIN_OWN_OPSET) is kept there: its tests are written at
+    // that opset, with seeds that avoid the newer ops (SynthSource)
+    let verified = pool.map(bumped, |w, p| if crate::pattern::extract::verify(w, &p) { Ok(p) } else { Err(()) });
+    let retry: Vec<crate::pattern::Pattern> =
+        verified.iter().zip(own_opset).filter_map(|(v, own)| own.filter(|_| v.is_err())).collect();
+    let mut ok: Vec<crate::pattern::Pattern> = verified.into_iter().flatten().collect();
+    ok.extend(pool.map(retry, |w, p| crate::pattern::extract::verify(w, &p).then_some(p)).into_iter().flatten());
     for p in &ok {
         why.entry(p.meta.pass.clone()).or_default()[2] += 1;
     }
