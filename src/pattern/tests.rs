@@ -87,7 +87,10 @@ fn the_context_cut_adds_the_other_readers_of_the_producers_outputs() {
     assert_eq!(names(Granularity::Subgraph), ["a", "b", "c", "d"], "the sibling reader of r is not a neighbour");
     assert_eq!(names(Granularity::Context), ["a", "b", "c", "d", "e"], "the producer Relu's other reader joins");
     let ctx = cut(&g, &expand(&g, &region, Granularity::Context), &types).unwrap();
-    assert_eq!((ctx.inputs.clone(), ctx.outputs.clone()), (vec!["x".to_string()], vec!["y".to_string(), "z".to_string()]));
+    assert_eq!(
+        (ctx.inputs.clone(), ctx.outputs.clone()),
+        (vec!["x".to_string()], vec!["y".to_string(), "z".to_string()])
+    );
     ctx.validate().unwrap();
 }
 

@@ -98,6 +98,27 @@ fn random(p: &crate::pattern::Pattern) -> bool {
     })
 }
 
+/// A pattern kept at its own opset, if it fires there, with the type of every inner value declared (from one
+/// run): the catalog follows opset-20 signatures, so synthesis takes the types of its ops that changed since
+/// (ReduceMean's axes attribute before 18) from these declarations instead of inferring them.
+fn own_opset_usable(
+    w: &mut crate::compiler::worker::Worker,
+    mut p: crate::pattern::Pattern,
+) -> Option<crate::pattern::Pattern> {
+    if !crate::pattern::extract::verify(w, &p) {
+        return None;
+    }
+    let feeds = crate::compiler::inputs::generate(&p.model.graph, 0).ok()?;
+    let types = crate::pattern::extract::value_types(w, &p.model, &feeds);
+    let g = &mut p.model.graph;
+    for (n, t) in types {
+        if !g.inputs.contains(&n) && !g.outputs.contains(&n) && !g.initializers.contains_key(&n) {
+            g.types.entry(n).or_insert(t.into());
+        }
+    }
+    Some(p)
+}
+
 fn constant_bytes(p: &crate::pattern::Pattern) -> usize {
     p.model.graph.initializers.values().map(|t| t.raw().map_or(0, |r| r.len())).sum()
 }
@@ -148,7 +169,7 @@ pub fn usable_ort_patterns(
     let retry: Vec<crate::pattern::Pattern> =
         verified.iter().zip(own_opset).filter_map(|(v, own)| own.filter(|_| v.is_err())).collect();
     let mut ok: Vec<crate::pattern::Pattern> = verified.into_iter().flatten().collect();
-    ok.extend(pool.map(retry, |w, p| crate::pattern::extract::verify(w, &p).then_some(p)).into_iter().flatten());
+    ok.extend(pool.map(retry, own_opset_usable).into_iter().flatten());
     for p in &ok {
         why.entry(p.meta.pass.clone()).or_default()[2] += 1;
     }
