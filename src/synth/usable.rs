@@ -36,7 +36,8 @@ fn concretize(p: &mut crate::pattern::Pattern) {
 }
 
 /// A pattern whose ports exceed [`MAX_PORT_ELEMS`] with its inputs' spatial dims (from the third on) cut to 8 and,
-/// if still too large, the first dim to 1, its outputs re-inferred by the op catalog (every op must be known);
+/// if still too large, the first dim to 1, then the spatial dims to 4 (3-D convolutions of 64 channels), its
+/// outputs re-inferred by the op catalog (every op must be known);
 /// false, and the pattern unchanged, when that is not possible. Verification then tells whether it still fires.
 fn shrink(p: &mut crate::pattern::Pattern) -> bool {
     use crate::graph::{Dim, ValueType};
@@ -47,13 +48,14 @@ fn shrink(p: &mut crate::pattern::Pattern) -> bool {
         return false;
     }
     let mut g = p.model.graph.clone();
-    for round in 0..2 {
+    for round in 0..3 {
         for name in g.inputs.clone() {
             let Some(ValueType::Tensor(t)) = g.types.get_mut(&name) else { continue };
             for (k, d) in t.shape.iter_mut().flatten().enumerate() {
                 match (round, k, &d) {
                     (0, 2.., Dim::Fixed(n)) if *n > 8 => *d = Dim::Fixed(8),
                     (1, 0, Dim::Fixed(n)) if *n > 1 => *d = Dim::Fixed(1),
+                    (2, 2.., Dim::Fixed(n)) if *n > 4 => *d = Dim::Fixed(4),
                     _ => {}
                 }
             }
