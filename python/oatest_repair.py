@@ -101,10 +101,61 @@ def symbolic(m):
     return m
 
 
+HOLD = "oatest.hold"
+
+
+def held(m):
+    """The nodes whose meaning the upgrade keeps but the converter cannot carry or rewrites needlessly: ONNX
+    Runtime's LayerNormalization in the ONNX domain before opset 17 (ONNX's own since 17, same inputs and
+    attributes; the converter has no adapter for it), and Softmax/LogSoftmax/Hardmax on the last axis (the same
+    before and after opset 13, which the converter wraps in Flatten and Reshape anyway, hiding them from fusions)."""
+    ranks = {}
+    try:
+        # shape inference stops at a LayerNormalization it has no schema for: infer with an Identity there
+        probe = copy.deepcopy(m)
+        for n in probe.graph.node:
+            if n.op_type == "LayerNormalization" and n.domain in ("", "ai.onnx"):
+                n.op_type, n.input[:], n.output[:] = "Identity", n.input[:1], n.output[:1]
+                n.ClearField("attribute")
+        inferred = shape_inference.infer_shapes(probe)
+        for v in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
+            if v.type.tensor_type.HasField("shape"):
+                ranks[v.name] = len(v.type.tensor_type.shape.dim)
+    except Exception:
+        pass
+    out = []
+    for n in m.graph.node:
+        if n.domain not in ("", "ai.onnx"):
+            continue
+        if n.op_type == "LayerNormalization":
+            out.append(n)
+        elif n.op_type in ("Softmax", "LogSoftmax", "Hardmax") and n.input[0] in ranks:
+            axis = next((a.i for a in n.attribute if a.name == "axis"), 1)
+            if axis in (-1, ranks[n.input[0]] - 1):
+                out.append(n)
+    return out
+
+
 def upgrade(m, opset):
     if onnx_opset(m) >= opset:
         raise ValueError(f"already at opset {onnx_opset(m)}")
-    return constants_as_initializers(version_converter.convert_version(m, opset))
+    hold = held(m)
+    if hold:
+        m = copy.deepcopy(m)
+        for n in held(m):
+            n.domain = HOLD
+        m.opset_import.append(helper.make_opsetid(HOLD, 1))
+    up = version_converter.convert_version(m, opset)
+    for n in up.graph.node:
+        if n.domain == HOLD:
+            n.domain = ""
+            if n.op_type != "LayerNormalization":
+                n.ClearField("attribute")
+                n.attribute.append(helper.make_attribute("axis", -1))
+    kept = [o for o in up.opset_import if o.domain != HOLD]
+    del up.opset_import[:]
+    up.opset_import.extend(kept)
+    return constants_as_initializers(up)
 
 
 def constants_as_initializers(m):

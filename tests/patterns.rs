@@ -219,3 +219,39 @@ fn an_excluded_tvm_pass_is_listed_with_its_reason_not_dropped() {
         assert!(c["exercised"] == true || !c["not_targets"].as_object().unwrap().is_empty(), "{c}");
     }
 }
+
+#[test]
+fn patterns_that_fire_only_at_their_own_opset_make_tests_at_that_opset_that_fire_them() {
+    // ORT fuses a Gelu chain (a LayerNorm chain) into its contrib op at level 2 only below opset 20 (17): from
+    // there on, level 1 fuses it into ONNX's Gelu (LayerNormalization) first. The library keeps such patterns at
+    // opsets 16 to 19, campaigns keep them there and write their tests at that opset, into seeds without the ops
+    // that changed since; the pattern's own changed ops (ReduceMean's axes attribute) are typed by declarations
+    use oatest::compiler::{Config, Level};
+    use oatest::synth::source::{SynthSource, TestSource};
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("patterns/ort");
+    let mut spec = WorkerSpec::new(TargetKind::Ort).unwrap();
+    spec.exe = PathBuf::from(env!("CARGO_BIN_EXE_oatest"));
+    let mut w = Worker::start(spec.clone()).expect("ORT worker (run scripts/setup.sh)");
+    for pass in ["GeluFusionL2", "LayerNormFusionL2"] {
+        let pats = patterns_of(&lib, pass);
+        assert!(pats.iter().any(|p| (16..20).contains(&p.model.opset())), "{pass}: kept at its own opset");
+        let (usable, lost) = oatest::synth::usable::usable_ort_patterns(&spec, 1, pats, 20).unwrap();
+        assert!(!lost.iter().any(|(p, _)| p == pass), "{lost:?}");
+        assert!(usable.iter().all(|p| (16..20).contains(&p.model.opset())), "{pass}: not bumped to 20");
+        let cfg = oatest::seedgen::SeedConfig { contrib: true, ..Default::default() };
+        let src = SynthSource::new(7, cfg, usable, Default::default(), 1);
+        let (mut fired, mut made) = (0, 0);
+        for id in 0..24 {
+            let Ok(t) = src.make(id) else { continue };
+            made += 1;
+            let m = onnx::decode_model(&t.model).unwrap();
+            assert!(m.opset() < 20, "{pass} test {id} is written at the pattern's opset, not {}", m.opset());
+            // valid: the unoptimized run works (an optimized run may fail: edge shapes find fused-kernel refusals)
+            let o = w.run(&t.model, &t.inputs, &Config::level(Level::Disable));
+            assert_eq!(o.status, oatest::compiler::Status::Ok, "{pass} test {id} is valid: {:?}", o.status);
+            let o = w.run(&t.model, &t.inputs, &Config::level(Level::All));
+            fired += o.passes_fired.iter().any(|p| p == pass) as usize;
+        }
+        assert!(made >= 20 && fired * 2 >= made, "{fired} of {made} tests fired {pass}");
+    }
+}

@@ -263,6 +263,26 @@ fn recycle(lane: &mut [Worker], since: &mut [(u64, u64)], shared: &Lanes) -> ([u
     (recycled, largest)
 }
 
+/// One test in this many also attributes one rewrite rule no matter what it targets (each rule in turn).
+const RULE_SAMPLE: u64 = 16;
+
+/// The rewrite rules test `id` asks an optimized configuration `c` to attribute (rules are not logged one by one;
+/// each costs one extra session when its container fired): the rule it was built for, those a named
+/// configuration of `c` switches on (CastChainElimination under `cast_chain`), and, in one test of
+/// [`RULE_SAMPLE`], one more rule in turn by test id, so that rules no pattern targets are seen when they fire.
+pub fn rules_to_attribute(id: u64, target_pass: Option<&str>, c: &Config) -> Vec<String> {
+    let is_rule = |p: &&str| crate::compiler::rules::container_of(p).is_some();
+    let every = crate::compiler::rules::all_rules();
+    let sampled = (id % RULE_SAMPLE == 0).then(|| every[(id / RULE_SAMPLE) as usize % every.len()]);
+    let mut rules: Vec<String> = target_pass.filter(is_rule).into_iter().chain(sampled).map(String::from).collect();
+    for n in crate::compiler::named::of(c) {
+        rules.extend(n.on.iter().map(String::as_str).filter(is_rule).map(String::from));
+    }
+    rules.sort();
+    rules.dedup();
+    rules
+}
+
 /// One target: run the test's configurations, judge, re-confirm crashes and hangs (two more runs: the majority
 /// of three must fail the same way), and drop inconsistencies that a re-run shows to be nondeterministic (the
 /// reference itself changes) or flaky (they do not come back). What is dropped comes back with its re-runs.
@@ -273,17 +293,15 @@ fn run_and_judge(
     oracle: &Oracle,
     hints: &Hints,
 ) -> (Vec<Outcome>, Judgement, Vec<(Verdict, Rerun)>, Vec<Outcome>) {
-    // a rewrite rule is not logged on its own: for a test built for one, ask the optimized configurations
-    // to attribute just that rule (one extra session when its container fired)
-    let rule = test.target_pass.as_deref().filter(|p| crate::compiler::rules::container_of(p).is_some());
     let configs: Vec<Config> = configs
         .iter()
         .enumerate()
         .map(|(i, c)| {
             let mut c = c.clone();
-            if let (Some(r), true) = (rule, i > 0) {
+            let rules = rules_to_attribute(test.id, test.target_pass.as_deref(), &c);
+            if i > 0 && !rules.is_empty() {
                 c.attribute_rules = true;
-                c.rules_of_interest = vec![r.to_string()];
+                c.rules_of_interest = rules;
             }
             c
         })
@@ -379,4 +397,25 @@ fn run_and_judge(
         }
     }
     (outcomes, judgement, dropped, reruns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{rules_to_attribute, RULE_SAMPLE};
+    use crate::compiler::{Config, Level};
+
+    #[test]
+    fn a_test_attributes_its_rule_its_configurations_opt_in_rules_and_now_and_then_one_more() {
+        let all = Config::level(Level::All);
+        assert_eq!(rules_to_attribute(1, Some("FuseReluClip"), &all), ["FuseReluClip"]);
+        assert!(rules_to_attribute(1, Some("ConstantFolding"), &all).is_empty(), "a transformer is logged");
+        let mut cast_chain = all.clone();
+        cast_chain.options = crate::compiler::named::lookup("cast_chain").unwrap().pairs();
+        assert_eq!(rules_to_attribute(3, None, &cast_chain), ["CastChainElimination"]);
+        // one test in RULE_SAMPLE samples a rule, every rule in turn
+        let sampled: std::collections::BTreeSet<String> =
+            (0..64).flat_map(|k| rules_to_attribute(k * RULE_SAMPLE, None, &all)).collect();
+        assert_eq!(sampled.len(), crate::compiler::rules::all_rules().len());
+        assert!((1..RULE_SAMPLE).all(|k| rules_to_attribute(k, None, &all).is_empty()));
+    }
 }

@@ -33,6 +33,17 @@ pub const RULE_CONTAINERS: &[(&str, &[&str])] = &[
     ("Level2_RuleBasedTransformer", &["ClipQuantRewrite", "ReluQuantRewrite", "GemmTransposeFusion"]),
 ];
 
+/// Every rewrite rule once, in container order (GemmTransposeFusion is in both containers).
+pub fn all_rules() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for r in RULE_CONTAINERS.iter().flat_map(|(_, rules)| rules.iter()) {
+        if !out.contains(r) {
+            out.push(r);
+        }
+    }
+    out
+}
+
 /// The rule container of a rewrite rule, if `pass` is one.
 pub fn container_of(pass: &str) -> Option<&'static str> {
     RULE_CONTAINERS.iter().find(|(_, rules)| rules.contains(&pass)).map(|(c, _)| *c)
@@ -66,5 +77,13 @@ mod tests {
         assert_eq!(canonical("TransposeOptimizer"), "TransposeOptimizer");
         assert_eq!(instances("TransposeOptimizer_CPUExecutionProvider"), instances("TransposeOptimizer"));
         assert_eq!(canonical(EP_INSTANCE_SUFFIX), EP_INSTANCE_SUFFIX);
+    }
+
+    #[test]
+    fn every_rule_is_listed_once() {
+        let all = all_rules();
+        assert_eq!(all.len(), 22, "20 level-1 rules and ClipQuantRewrite, ReluQuantRewrite: {all:?}");
+        assert_eq!(all.iter().filter(|r| **r == "GemmTransposeFusion").count(), 1);
+        assert!(all.iter().all(|r| container_of(r).is_some()));
     }
 }

@@ -11,6 +11,7 @@ mod norm;
 mod quant;
 mod reduce;
 mod shape;
+pub mod since;
 #[cfg(test)]
 pub(crate) mod testutil;
 

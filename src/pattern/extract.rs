@@ -46,7 +46,16 @@ pub fn diff_region(original: &Graph, optimized: &Graph) -> Vec<NodeId> {
 /// The nodes a pattern of granularity `g` keeps around `region`.
 pub fn expand(original: &Graph, region: &[NodeId], g: Granularity) -> BTreeSet<NodeId> {
     let mut set: BTreeSet<NodeId> = region.iter().copied().collect();
-    if g == Granularity::Subgraph {
+    if g == Granularity::Context {
+        let sub = expand(original, region, Granularity::Subgraph);
+        let producers: Vec<NodeId> = sub.iter().copied().filter(|id| !region.contains(id)).collect();
+        set.extend(&sub);
+        for id in producers {
+            for o in &original.node(id).outputs {
+                set.extend(original.consumers(o).into_iter().map(|(c, _)| c));
+            }
+        }
+    } else if g == Granularity::Subgraph {
         for &id in region {
             let n = original.node(id);
             set.extend(n.inputs.iter().filter_map(|i| original.producer(i)).map(|o| o.node));
@@ -230,7 +239,12 @@ pub fn extract_model(
             res.notes.push(format!("{pass}: rewrite left every node unchanged"));
             continue;
         }
-        for &gran in granularities(pass) {
+        let before = res.patterns.len();
+        for &gran in granularities(pass).iter().chain([Granularity::Context].iter()) {
+            // the context cut only when no smaller one still fires
+            if gran == Granularity::Context && res.patterns.len() > before {
+                break;
+            }
             let nodes = expand(&model.graph, &region, gran);
             let Some(g) = cut(&model.graph, &nodes, &types) else {
                 res.rejected += 1;

@@ -179,12 +179,23 @@ pub fn extract_ort(cfg: &OrtExtraction) -> anyhow::Result<OrtSummary> {
         let small = |p: &&Pattern| {
             p.model.graph.initializers.values().map(|t| t.raw().map_or(0, |r| r.len())).sum::<usize>() <= 64 << 10
         };
-        let below: Vec<Pattern> = library.values().filter(|p| p.model.opset() < opset).filter(small).cloned().collect();
-        for p in repair::upgrade_patterns(&pool, &python, opset, below)? {
-            if !library.contains_key(&p.meta.key) {
-                library.insert(p.meta.key.clone(), p);
-                upgraded += 1;
-            }
+        let mut below: Vec<Pattern> =
+            library.values().filter(|p| p.model.opset() < opset).filter(small).cloned().collect();
+        // a pattern whose pass no longer fires at `opset` is tried at the highest fallback opsets below it where
+        // it does (ORT's level-2 Gelu and LayerNorm fusions only fire before ONNX has Gelu and LayerNormalization)
+        for target in std::iter::once(opset).chain(FALLBACK_OPSETS.iter().copied().filter(|&v| v < opset)) {
+            let tried: Vec<Pattern> = below.iter().filter(|p| p.model.opset() < target).cloned().collect();
+            let done: BTreeSet<String> = repair::upgrade_patterns(&pool, &python, target, tried)?
+                .into_iter()
+                .filter_map(|(from, p)| {
+                    if !library.contains_key(&p.meta.key) {
+                        library.insert(p.meta.key.clone(), p);
+                        upgraded += 1;
+                    }
+                    Some(from)
+                })
+                .collect();
+            below.retain(|p| !done.contains(&p.meta.key));
         }
     }
     write_library(&cfg.out, &library)?;
@@ -228,6 +239,10 @@ fn remove_empty_dirs(out: &Path) {
         }
     }
 }
+
+/// The opsets a pattern that no longer fires at `--upgrade-opset` is upgraded to instead, highest first: the last
+/// before ONNX added Gelu (20) and LayerNormalization (17), where ORT fuses them into its own contrib ops at level 2.
+pub const FALLBACK_OPSETS: &[i64] = &[19, 16];
 
 /// What `oatest extract tvm` runs and where it writes.
 #[derive(Clone, Debug)]

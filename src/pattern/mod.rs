@@ -25,6 +25,10 @@ pub enum Granularity {
     Block,
     /// The region plus its direct producers and consumers: the connected unit with its boundary.
     Subgraph,
+    /// The subgraph plus every other reader of its producers' outputs: for fusions that count a value's readers
+    /// (AttentionFusion wants a LayerNormalization read by three MatMuls and one residual Add). Cut only when
+    /// neither block nor subgraph still fires.
+    Context,
 }
 
 impl Granularity {
@@ -32,6 +36,7 @@ impl Granularity {
         match self {
             Granularity::Block => "block",
             Granularity::Subgraph => "subgraph",
+            Granularity::Context => "context",
         }
     }
 }

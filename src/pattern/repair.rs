@@ -136,13 +136,13 @@ pub fn repair_models(
 
 /// The patterns below ai.onnx `opset` upgraded to it with onnx's version converter, kept when they still fire
 /// their pass (a campaign at `opset` can use them; only bumping the opset number breaks ops whose signature
-/// changed, such as Unsqueeze's axes or the Reduce ops').
+/// changed, such as Unsqueeze's axes or the Reduce ops'), each with the key of the pattern it came from.
 pub fn upgrade_patterns(
     pool: &Pool,
     python: &Path,
     opset: i64,
     patterns: Vec<Pattern>,
-) -> anyhow::Result<Vec<Pattern>> {
+) -> anyhow::Result<Vec<(String, Pattern)>> {
     let dir = tempfile::tempdir()?;
     let mut paths = Vec::new();
     for (k, p) in patterns.iter().enumerate() {
@@ -152,7 +152,7 @@ pub fn upgrade_patterns(
     }
     let out = dir.path().join("out");
     let variants = variants(python, &out, opset, "opset", &paths)?;
-    let candidates: Vec<Pattern> = patterns
+    let candidates: Vec<(String, Pattern)> = patterns
         .into_iter()
         .zip(&paths)
         .filter_map(|(p, path)| {
@@ -162,8 +162,8 @@ pub fn upgrade_patterns(
             for prov in &mut up.meta.provenance {
                 prov.source = format!("{} (upgraded: opset {} -> {opset})", prov.source, p.model.opset());
             }
-            Some(up)
+            Some((p.meta.key, up))
         })
         .collect();
-    Ok(pool.map(candidates, |w, p| verify(w, &p).then_some(p)).into_iter().flatten().collect())
+    Ok(pool.map(candidates, |w, (from, p)| verify(w, &p).then_some((from, p))).into_iter().flatten().collect())
 }

@@ -73,6 +73,28 @@ fn block_and_subgraph_cuts_have_the_right_boundaries() {
 }
 
 #[test]
+fn the_context_cut_adds_the_other_readers_of_the_producers_outputs() {
+    let (mut g, mut types) = chain("");
+    g.add_node(Node::new("e", OpId::onnx("Neg"), vec!["r".into()], vec!["z".into()])).unwrap();
+    g.add_output("z", t(&[1, 2, 4, 4]));
+    types.insert("z".into(), t(&[1, 2, 4, 4]));
+    // the Identity removed and the Conv rewired, as in `rewritten`
+    let region: Vec<_> = g.node_ids().filter(|&id| ["b", "c"].contains(&g.node(id).name.as_str())).collect();
+    let names = |gran| {
+        let set = expand(&g, &region, gran);
+        set.iter().map(|&id| g.node(id).name.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(names(Granularity::Subgraph), ["a", "b", "c", "d"], "the sibling reader of r is not a neighbour");
+    assert_eq!(names(Granularity::Context), ["a", "b", "c", "d", "e"], "the producer Relu's other reader joins");
+    let ctx = cut(&g, &expand(&g, &region, Granularity::Context), &types).unwrap();
+    assert_eq!(
+        (ctx.inputs.clone(), ctx.outputs.clone()),
+        (vec!["x".to_string()], vec!["y".to_string(), "z".to_string()])
+    );
+    ctx.validate().unwrap();
+}
+
+#[test]
 fn abstraction_pins_rank_only_where_an_op_needs_it() {
     let ty = t(&[1, 2, 4, 4]);
     assert_eq!(abstract_type(&ty, &["Conv"]), AbstractType { dtype_class: "float".into(), rank: Some(4) });

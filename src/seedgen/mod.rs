@@ -43,6 +43,17 @@ impl Default for SeedConfig {
     }
 }
 
+impl SeedConfig {
+    /// The same configuration for a graph written at ai.onnx `opset` (below the catalog's 20): the ops whose
+    /// signature is newer than `opset` are avoided (`ops::since`).
+    pub fn at_opset(&self, opset: i64) -> SeedConfig {
+        let mut c = self.clone();
+        c.opset = opset;
+        c.avoid.extend(crate::ops::since::newer_than(opset).into_iter().map(|op| (op.to_string(), None)));
+        c
+    }
+}
+
 /// dtypes of the first graph inputs (float32 most often).
 const INPUT_DTYPES: &[DType] = &[
     DType::F32,
@@ -258,6 +269,22 @@ mod tests {
                 crate::ops::check_graph(&m.graph, true).unwrap_or_else(|e| panic!("seed {seed}/{i}: {e}"));
             }
         }
+    }
+
+    #[test]
+    fn seeds_at_an_older_opset_declare_it_and_hold_no_newer_op() {
+        let cfg = SeedConfig { contrib: true, ..Default::default() }.at_opset(16);
+        let newer = crate::ops::since::newer_than(16);
+        let mut ops = HashSet::new();
+        for i in 0..300 {
+            let m = generate(3, i, &cfg);
+            assert_eq!(m.opset(), 16);
+            for n in m.graph.nodes_in_order().unwrap() {
+                assert!(!newer.contains(&n.op.name.as_str()), "seed {i}: {} is newer than opset 16", n.op.name);
+                ops.insert(n.op.name.clone());
+            }
+        }
+        assert!(ops.len() > 20, "still a varied catalog: {ops:?}");
     }
 
     #[test]

@@ -128,7 +128,8 @@ pub fn optimized_seed(bytes: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Optimization-aware tests: a pattern spliced into a seed graph (a fresh one, or a passing test from the pool,
-/// so patterns of different passes combine: high-order synthesis).
+/// so patterns of different passes combine: high-order synthesis). A pattern kept at its own opset below the
+/// seeds' (it fires only there) always takes a fresh seed written at its opset, and its tests stay out of the pool.
 pub struct SynthSource {
     pub seed: u64,
     pub cfg: SeedConfig,
@@ -185,7 +186,11 @@ impl TestSource for SynthSource {
         for attempt in 0..6u64 {
             let k = self.coverage.pick_pattern(&counts, &mut rng);
             let p = &self.patterns[k];
-            let base = if !view.is_empty() && rng.random_bool(0.5) {
+            // a pattern kept at its own older opset (usable: it fires only there) goes into a fresh seed written
+            // at that opset, without the ops that changed since
+            let base = if p.model.opset() < self.cfg.opset {
+                generate(self.seed, id.wrapping_mul(8).wrapping_add(attempt), &self.cfg.at_opset(p.model.opset()))
+            } else if !view.is_empty() && rng.random_bool(0.5) {
                 (*view[self.coverage.pick_base(&counts, k, &fired, &mut rng)].0).clone()
             } else if !self.extra_seeds.is_empty() && rng.random_bool(0.5) {
                 self.extra_seeds[rng.random_range(0..self.extra_seeds.len())].clone()
@@ -239,6 +244,10 @@ impl SynthSource {
             return;
         }
         let Ok(m) = onnx::decode_model(&test.model) else { return };
+        // a test at an older opset than the seeds' is no base for patterns written at theirs
+        if m.opset() < self.cfg.opset {
+            return;
+        }
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         pool.push((test.id, std::sync::Arc::new(m), fired));
         // every test still to be made has an id above this one, so its view ends at or after the view of

@@ -6,6 +6,9 @@
 const MAX_PATTERN_NODES: usize = 32;
 const MAX_PATTERN_CONST_BYTES: usize = 64 << 10;
 const MAX_PORT_ELEMS: usize = 8192;
+/// The lowest ai.onnx opset a pattern that no longer fires at the seeds' opset is kept at (its tests are written
+/// at its own opset: below 16 too many of the catalog's ops would change meaning).
+pub const MIN_OWN_OPSET: i64 = 16;
 
 /// Symbolic and empty dims (a captured model's batch size, which extraction ran as 0) fixed to 1 in a pattern's
 /// graph inputs and outputs and its ports, so that it can be fed and spliced; inner values declared with such
@@ -33,7 +36,8 @@ fn concretize(p: &mut crate::pattern::Pattern) {
 }
 
 /// A pattern whose ports exceed [`MAX_PORT_ELEMS`] with its inputs' spatial dims (from the third on) cut to 8 and,
-/// if still too large, the first dim to 1, its outputs re-inferred by the op catalog (every op must be known);
+/// if still too large, the first dim to 1, then the spatial dims to 4 (3-D convolutions of 64 channels), its
+/// outputs re-inferred by the op catalog (every op must be known);
 /// false, and the pattern unchanged, when that is not possible. Verification then tells whether it still fires.
 fn shrink(p: &mut crate::pattern::Pattern) -> bool {
     use crate::graph::{Dim, ValueType};
@@ -44,13 +48,14 @@ fn shrink(p: &mut crate::pattern::Pattern) -> bool {
         return false;
     }
     let mut g = p.model.graph.clone();
-    for round in 0..2 {
+    for round in 0..3 {
         for name in g.inputs.clone() {
             let Some(ValueType::Tensor(t)) = g.types.get_mut(&name) else { continue };
             for (k, d) in t.shape.iter_mut().flatten().enumerate() {
                 match (round, k, &d) {
                     (0, 2.., Dim::Fixed(n)) if *n > 8 => *d = Dim::Fixed(8),
                     (1, 0, Dim::Fixed(n)) if *n > 1 => *d = Dim::Fixed(1),
+                    (2, 2.., Dim::Fixed(n)) if *n > 4 => *d = Dim::Fixed(4),
                     _ => {}
                 }
             }
@@ -95,6 +100,27 @@ fn random(p: &crate::pattern::Pattern) -> bool {
     })
 }
 
+/// A pattern kept at its own opset, if it fires there, with the type of every inner value declared (from one
+/// run): the catalog follows opset-20 signatures, so synthesis takes the types of its ops that changed since
+/// (ReduceMean's axes attribute before 18) from these declarations instead of inferring them.
+fn own_opset_usable(
+    w: &mut crate::compiler::worker::Worker,
+    mut p: crate::pattern::Pattern,
+) -> Option<crate::pattern::Pattern> {
+    if !crate::pattern::extract::verify(w, &p) {
+        return None;
+    }
+    let feeds = crate::compiler::inputs::generate(&p.model.graph, 0).ok()?;
+    let types = crate::pattern::extract::value_types(w, &p.model, &feeds);
+    let g = &mut p.model.graph;
+    for (n, t) in types {
+        if !g.inputs.contains(&n) && !g.outputs.contains(&n) && !g.initializers.contains_key(&n) {
+            g.types.entry(n).or_insert(t.into());
+        }
+    }
+    Some(p)
+}
+
 fn constant_bytes(p: &crate::pattern::Pattern) -> usize {
     p.model.graph.initializers.values().map(|t| t.raw().map_or(0, |r| r.len())).sum()
 }
@@ -102,7 +128,8 @@ fn constant_bytes(p: &crate::pattern::Pattern) -> usize {
 /// The patterns of a library that still fire their pass when placed in a model of ai.onnx opset `opset`
 /// (seeds are written at that opset): each is bumped to max(its opset, `opset`), its symbolic port dims fixed to
 /// 1, shrunk when its ports are too large, and verified in a worker (patterns whose results are random by the
-/// spec, [`random`], are left out). Also returns the passes none of whose
+/// spec, [`random`], are left out); one that does not fire bumped but does at its own opset (at least
+/// [`MIN_OWN_OPSET`]) is kept at its own opset. Also returns the passes none of whose
 /// patterns is usable, each with why (`too large`, `does not fire at opset N`).
 pub fn usable_ort_patterns(
     spec: &crate::compiler::worker::WorkerSpec,
@@ -122,6 +149,7 @@ pub fn usable_ort_patterns(
                 .all(|port| port.ty.numel().is_some_and(|n| n > 0 && n <= MAX_PORT_ELEMS))
     };
     let mut bumped = Vec::new();
+    let mut own_opset = Vec::new();
     for mut p in patterns {
         concretize(&mut p);
         shrink(&mut p);
@@ -132,12 +160,18 @@ pub fn usable_ort_patterns(
             continue;
         }
         let old = p.model.opsets.remove("ai.onnx");
-        let v = p.model.opsets.entry(String::new()).or_insert(old.unwrap_or(opset));
-        *v = (*v).max(opset);
+        let own = *p.model.opsets.entry(String::new()).or_insert(old.unwrap_or(opset));
+        own_opset.push((own >= MIN_OWN_OPSET && own < opset).then(|| p.clone()));
+        p.model.opsets.insert(String::new(), own.max(opset));
         bumped.push(p);
     }
-    let ok: Vec<crate::pattern::Pattern> =
-        pool.map(bumped, |w, p| crate::pattern::extract::verify(w, &p).then_some(p)).into_iter().flatten().collect();
+    // a pattern that fires only at its own opset (at least MIN_OWN_OPSET) is kept there: its tests are written at
+    // that opset, with seeds that avoid the newer ops (SynthSource)
+    let verified = pool.map(bumped, |w, p| if crate::pattern::extract::verify(w, &p) { Ok(p) } else { Err(()) });
+    let retry: Vec<crate::pattern::Pattern> =
+        verified.iter().zip(own_opset).filter_map(|(v, own)| own.filter(|_| v.is_err())).collect();
+    let mut ok: Vec<crate::pattern::Pattern> = verified.into_iter().flatten().collect();
+    ok.extend(pool.map(retry, own_opset_usable).into_iter().flatten());
     for p in &ok {
         why.entry(p.meta.pass.clone()).or_default()[2] += 1;
     }
