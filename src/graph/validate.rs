@@ -20,6 +20,8 @@ pub enum GraphError {
     Cycle { node: String },
     #[error("the graph has no outputs")]
     NoOutputs,
+    #[error("subgraph '{graph}' defines '{value}', which its enclosing graph already defines (ONNX wants SSA)")]
+    Shadowed { value: String, graph: String },
 }
 
 impl Graph {
@@ -31,6 +33,11 @@ impl Graph {
     /// Checks a graph whose nodes may also read `outer` (the values of its enclosing graphs). A subgraph's
     /// outputs may be untyped (inference gives them their type).
     fn validate_in(&self, outer: &HashSet<String>, top: bool) -> Result<(), GraphError> {
+        let defined = self.node_ids().flat_map(|id| self.node(id).outputs.iter());
+        if let Some(v) = self.inputs.iter().chain(self.initializers.keys()).chain(defined).find(|v| outer.contains(*v))
+        {
+            return Err(GraphError::Shadowed { value: v.clone(), graph: self.name.clone() });
+        }
         let mut seen = HashSet::new();
         for i in &self.inputs {
             if !seen.insert(i.as_str()) {
@@ -148,6 +155,33 @@ mod tests {
         g.remove_node(a).unwrap();
         assert_eq!(g.validate(), Err(GraphError::Undefined { value: "y".into(), node: "b".into() }));
         assert_eq!(g.consumers("y").len(), 1);
+    }
+
+    #[test]
+    fn a_subgraph_may_read_but_not_redefine_an_outer_value() {
+        let mut g = base();
+        g.add_node(relu("a", "x", "y")).unwrap();
+        let mut body = Graph::new("b");
+        body.add_node(relu("in", "x", "z")).unwrap();
+        body.add_output("z", TensorType::new(DType::F32, &[2]));
+        let mut bad = Graph::new("b");
+        bad.add_node(relu("in", "x", "y")).unwrap();
+        bad.add_output("y", TensorType::new(DType::F32, &[2]));
+        let mut h = g.clone();
+        g.add_node(
+            Node::new("if", OpId::onnx("If"), vec!["y".into()], vec!["o".into()])
+                .with_attr("then_branch", crate::graph::Attr::Graph(Box::new(body))),
+        )
+        .unwrap();
+        g.add_output("o", TensorType::new(DType::F32, &[2]));
+        assert_eq!(g.validate(), Ok(()));
+        h.add_node(
+            Node::new("if", OpId::onnx("If"), vec!["y".into()], vec!["o".into()])
+                .with_attr("then_branch", crate::graph::Attr::Graph(Box::new(bad))),
+        )
+        .unwrap();
+        h.add_output("o", TensorType::new(DType::F32, &[2]));
+        assert_eq!(h.validate(), Err(GraphError::Shadowed { value: "y".into(), graph: "b".into() }));
     }
 
     #[test]
