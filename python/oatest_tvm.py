@@ -311,6 +311,11 @@ def _leaves(ty) -> list:
 
 
 def _flatten(out):
+    if type(out).__name__ in ("Shape", "ShapeTuple"):
+        # an R.Shape output (from_onnx folds an ONNX Shape of a static value to one): ONNX's int64 tensor
+        return [np.array(list(out), dtype="int64")]
+    if isinstance(out, (bool, int, float, np.generic)):
+        return [np.array(out)]
     if isinstance(out, (list, tuple)) or type(out).__name__ in ("Array", "Tuple"):
         res = []
         for x in out:

@@ -237,7 +237,7 @@ def _splice(bb, func, ptypes, avail, rng):
             return bridge(bb, v, _static(v.ty), (dtype, dims))
         return bb.emit(relax.op.zeros(dims, dtype))
 
-    args = [t.value if isinstance(t, _Bound) else oatest_tvm_feeds.build(bb, t, avail, rng, tensor) for t in ptypes]
+    args = [t.value if isinstance(t, _Bound) else oatest_tvm_feeds.build(bb, t, tensor) for t in ptypes]
     if not oatest_tvm_feeds.is_plain([t for t in ptypes if not isinstance(t, _Bound)]):
         func = oatest_tvm_feeds.specialized(func, args)
     pgv = bb.add_func(func, PATTERN_NAME)
