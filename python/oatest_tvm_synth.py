@@ -1,9 +1,10 @@
 """Relax-level synthesis for oatest's `tvm` target (oatest_tvm.py's `run` calls `_imported`). A model may be a
 recipe (JSON: a seed ONNX model, a Relax pattern from patterns/tvm, a random seed). `synthesize` imports the
 seed with from_onnx, merges the pattern's functions into the module (its entry function under a fresh private
-name), and calls it from the seed's dataflow block at a random point: each pattern parameter is fed by a seed
-value of the same type, or by a bridge from another seed value (R.reshape, R.strided_slice, R.nn.pad, R.zeros +
-R.concat, R.astype), or by R.zeros; its result becomes an extra output of main. The module is checked with
+name), and calls it from the seed's dataflow block at a random point: each tensor a pattern parameter takes (tuples,
+shapes and scalars are built by oatest_tvm_feeds) is fed by a seed value of the same type, or by a bridge from another
+seed value (R.reshape, R.strided_slice, R.nn.pad, R.zeros + R.concat, R.astype), or by R.zeros; its result becomes an
+extra output of main. The module is checked with
 relax.analysis.well_formed before it is compiled.
 
 A recipe may also name a host (`host`: TVMScript of a module from TVM's own tests, such as another pattern's,

@@ -250,6 +250,17 @@ mod tests {
     }
 
     #[test]
+    fn unhosted_passes_are_placed_passes_and_only_they_refuse_hosts() {
+        let p = super::Pipeline::embedded();
+        assert!(p.unhosted.contains(&"FastMathTransform".to_string()));
+        for pass in &p.unhosted {
+            assert_eq!(p.role(pass), super::PassRole::Inserted, "{pass}");
+            assert!(!super::hostable_pass(pass), "{pass}");
+        }
+        assert!(super::hostable_pass("FuseOps") && super::hostable_pass("MergeCompositeFunctions"));
+    }
+
+    #[test]
     fn a_source_a_raw_string_cannot_hold_is_escaped() {
         assert_eq!(super::python_str("a\\b"), "r'''a\\b'''");
         assert_eq!(super::python_str("x = '''q'''\n"), r#""x = '''q'''\n""#);
