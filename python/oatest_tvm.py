@@ -144,10 +144,12 @@ def _make(name: str, extra: tuple | None = None):
     return getattr(relax.transform, name)()
 
 
-def passes_for(level: str, disabled: list[str], extra: str | None = None) -> list[str]:
+def passes_for(level: str, disabled: list[str], extra: str | None = None, lift: bool = False) -> list[str]:
     """The pipeline of a configuration, by name. `extra`: a pass outside the pipeline (the test's pattern's
     pass), inserted at its placement (oatest_tvm_passes.PLACEMENT) in every configuration above `disable`
-    that does not leave it out."""
+    that does not leave it out. `lift`: the module has local functions, which the VM cannot build
+    (VMShapeLower: "make sure to run it after LambdaLift"), so every configuration, the reference too, runs
+    LambdaLift first unless it runs it at its placement (a LambdaLift test's `disable` runs it as well)."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r} (one of {LEVELS})")
     rank = LEVELS.index(level)
@@ -159,7 +161,26 @@ def passes_for(level: str, disabled: list[str], extra: str | None = None) -> lis
             out.append(name)
     if extra is not None and rank > 0 and extra not in disabled:
         out = oatest_tvm_passes.insert(out, extra)
+    if lift and "LambdaLift" not in out:
+        out = ["LambdaLift"] + out
     return out
+
+
+def has_local_functions(mod) -> bool:
+    """Whether a Relax function of `mod` defines a function inside its body."""
+    found = []
+
+    def visit(e):
+        if isinstance(e, relax.Function):
+            found.append(e)
+
+    for gv in mod.get_global_vars():
+        f = mod[gv]
+        if isinstance(f, relax.Function):
+            relax.analysis.post_order_visit(f.body, visit)
+            if found:
+                return True
+    return False
 
 
 def optional_passes() -> list[str]:
@@ -290,12 +311,38 @@ def _leaves(ty) -> list:
 
 
 def _flatten(out):
+    if type(out).__name__ in ("Shape", "ShapeTuple"):
+        # an R.Shape output (from_onnx folds an ONNX Shape of a static value to one): ONNX's int64 tensor
+        return [np.array(list(out), dtype="int64")]
+    if isinstance(out, (bool, int, float, np.generic)):
+        return [np.array(out)]
     if isinstance(out, (list, tuple)) or type(out).__name__ in ("Array", "Tuple"):
         res = []
         for x in out:
             res.extend(_flatten(x))
         return res
     return [out.numpy()]
+
+def _call_main(vm, args: list, inserted: str | None) -> list:
+    """main's outputs, flattened. LazyGetInput and LazySetOutput give main one more parameter, a callback: main
+    then asks for its parameters beyond the inputs (`fget_param(index, name)`: a seed's main has none, its
+    weights are constants) or hands over each output (`fset_output(index, value)`), which are its outputs then."""
+    if inserted == "LazyGetInput":
+
+        def fget_param(index, name):
+            raise ValueError(f"main asked for parameter {index} ({name}), which the test does not have")
+
+        return _flatten(vm["main"](*args, fget_param))
+    if inserted == "LazySetOutput":
+        got: dict = {}
+
+        def fset_output(index, value):
+            got[int(index)] = value
+
+        rest = _flatten(vm["main"](*args, fset_output))
+        return [a for i in sorted(got) for a in _flatten(got[i])] + rest
+    return _flatten(vm["main"](*args))
+
 
 def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threads: int = 1) -> dict:
     """Compiles and runs; returns status ('ok' | 'error'), message, outputs, passes fired and ran."""
@@ -320,7 +367,7 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
     try:
         target = _target()
         extra = _extra_pass(recipe)
-        names = passes_for(level, disabled, extra and extra[0])
+        names = passes_for(level, disabled, extra and extra[0], has_local_functions(mod))
         rec.names = set(names)
         seq = tvm.transform.Sequential([_make(n, extra) for n in names])
         with tvm.transform.PassContext(opt_level=3, instruments=[rec], config={} if strict else PASS_CONFIG), target:
@@ -333,7 +380,7 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
         vm = relax.VirtualMachine(load(ex), tvm.cpu())
         feeds = dict(_to_numpy(t) for t in inputs)
         args = [tvm.runtime.tensor(feeds[n]) for n in graph_inputs]
-        outs = _flatten(vm["main"](*args))
+        outs = _call_main(vm, args, extra[0] if extra is not None and extra[0] in names else None)
         if fault == "wrong":
             outs = [o + 1 if o.dtype.kind == "f" else o for o in outs]
         result["outputs"] = [_from_numpy(n, a) for n, a in zip(out_names, outs)]

@@ -151,6 +151,17 @@ def bound_params(name: str, args: dict | None) -> dict:
     return {k: v for k, v in params.items() if isinstance(k, str) and isinstance(v, np.ndarray)}
 
 
+def symbol_values(name: str, args: dict | None) -> dict:
+    """The symbolic dims (name -> int) pass `name` binds with these arguments: BindSymbolicVars' `binding_map`
+    given by name. Synthesis calls the pattern with those very dims, so binding them changes no shape."""
+    if name != "BindSymbolicVars" or not isinstance(args, dict):
+        return {}
+    m = _decode(args.get("binding_map"))
+    if not isinstance(m, dict):
+        return {}
+    return {k: v for k, v in m.items() if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)}
+
+
 def _with_call_sites(inner, func_name: str, names: set):
     """BindParams on a function that is called (a spliced pattern's entry, unlike the `main` of its test): the
     pass drops the bound parameters from the function, so the calls drop the arguments at their positions. The

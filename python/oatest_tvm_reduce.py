@@ -51,8 +51,9 @@ def module_test(recipe: dict) -> dict:
 
     seed = bytes.fromhex(recipe["seed_onnx"])
     bound = oatest_tvm_passes.bound_params(recipe.get("pass"), recipe.get("pass_args"))
+    symbols = oatest_tvm_passes.symbol_values(recipe.get("pass"), recipe.get("pass_args"))
     mod = oatest_tvm_synth.synthesize(
-        seed, recipe["pattern"], recipe["rng"], recipe.get("pattern_ir"), recipe.get("host"), bound
+        seed, recipe["pattern"], recipe["rng"], recipe.get("pattern_ir"), recipe.get("host"), bound, symbols
     )
     if recipe.get("pass") in oatest_tvm_passes.INLINE:
         mod = oatest_tvm_synth.inline_pattern(mod)

@@ -1,9 +1,10 @@
 """Relax-level synthesis for oatest's `tvm` target (oatest_tvm.py's `run` calls `_imported`). A model may be a
 recipe (JSON: a seed ONNX model, a Relax pattern from patterns/tvm, a random seed). `synthesize` imports the
 seed with from_onnx, merges the pattern's functions into the module (its entry function under a fresh private
-name), and calls it from the seed's dataflow block at a random point: each pattern parameter is fed by a seed
-value of the same type, or by a bridge from another seed value (R.reshape, R.strided_slice, R.nn.pad, R.zeros +
-R.concat, R.astype), or by R.zeros; its result becomes an extra output of main. The module is checked with
+name), and calls it from the seed's dataflow block at a random point: each tensor a pattern parameter takes (tuples,
+shapes and scalars are built by oatest_tvm_feeds) is fed by a seed value of the same type, or by a bridge from another
+seed value (R.reshape, R.strided_slice, R.nn.pad, R.zeros + R.concat, R.astype), or by R.zeros; its result becomes an
+extra output of main. The module is checked with
 relax.analysis.well_formed before it is compiled.
 
 A recipe may also name a host (`host`: TVMScript of a module from TVM's own tests, such as another pattern's,
@@ -25,6 +26,7 @@ from tvm import relax
 import tvm.relax.utils  # noqa: F401 - copy_with_new_vars
 import tvm.sym  # noqa: F401 - Analyzer
 
+import oatest_tvm_feeds
 import oatest_tvm_passes
 
 
@@ -36,34 +38,6 @@ def _static(ty):
         return str(ty.dtype), tuple(int(d) for d in ty.shape.values)
     except Exception:  # noqa: BLE001 - symbolic or unknown dims
         return None
-
-
-def _concrete_params(func) -> list | None:
-    """(dtype, dims) per parameter of `func`, its symbolic dims given values (3, 4, 5, ... in order of first
-    appearance; a dim that is an expression of them, such as `n * 2`, evaluated): a pattern written for dynamic
-    shapes is called with static tensors, and stays dynamic inside. None if a parameter is not a tensor of known
-    rank, or a dim is an expression of no plain parameter dim."""
-    values: dict = {}
-    for p in func.params:
-        ty = p.ty
-        if type(ty).__name__ != "TensorType" or ty.shape is None or not hasattr(ty.shape, "values"):
-            return None
-        for d in ty.shape.values:
-            if type(d).__name__ == "Var" and d.name not in {v.name for v in values}:
-                values[d] = 3 + len(values)
-    analyzer = tvm.sym.Analyzer()
-    for var, value in values.items():
-        analyzer.bind(var, tvm.tirx.const(value, "int64"))
-    out = []
-    for p in func.params:
-        dims = []
-        for d in p.ty.shape.values:
-            e = analyzer.simplify(d)
-            if type(e).__name__ != "IntImm":
-                return None
-            dims.append(int(e))
-        out.append((str(p.ty.dtype), tuple(dims)))
-    return out
 
 
 def bridge(bb, v, src, dst):
@@ -148,11 +122,12 @@ def _parsed(script: str, ir_json: str | None = None) -> tvm.IRModule:
 
 
 def pattern_usable(pattern_script: str) -> None:
-    """Raises unless the pattern can be spliced: it parses and its entry takes statically shaped tensors."""
+    """Raises unless the pattern can be spliced: it parses and its entry takes values a splice can build
+    (oatest_tvm_feeds: tensors, tuples, shapes, scalars)."""
     pat = _parsed(pattern_script)
     entry = pat[_entry(pat)]
-    if _concrete_params(entry) is None:
-        raise ValueError("the pattern's entry takes a non-tensor parameter, or one of unknown rank")
+    if oatest_tvm_feeds.param_feeds(entry) is None:
+        raise ValueError("the pattern's entry takes a parameter a splice cannot build (an object, a callable)")
     if not entry.is_pure:
         raise ValueError("the pattern's entry is impure: it cannot be called from a dataflow block")
 
@@ -164,19 +139,21 @@ def synthesize(
     ir_json: str | None = None,
     host: str | None = None,
     bound: dict | None = None,
+    symbols: dict | None = None,
 ) -> tvm.IRModule:
     """Splices a Relax pattern into the Relax import of a seed ONNX model, or into a host module called from it
     (see the module docstring). `bound`: pattern parameters (by name) fed a constant instead of a seed value,
-    the constants the test's pass binds them to (oatest_tvm_passes.bound_params)."""
+    the constants the test's pass binds them to (oatest_tvm_passes.bound_params); `symbols`: values of the
+    entry's symbolic dims (oatest_tvm_passes.symbol_values)."""
     if host is not None:
-        return _synthesize_hosted(seed_onnx, pattern_script, rng_seed, ir_json, host, bound)
+        return _synthesize_hosted(seed_onnx, pattern_script, rng_seed, ir_json, host, bound, symbols)
     rng = random.Random(rng_seed)
     seed = _from_onnx(seed_onnx)
     pat = _parsed(pattern_script, ir_json)
     pattern_usable(pattern_script)
     entry = _entry(pat)
     pfunc = pat[entry]
-    ptypes = _param_feeds(pfunc, bound)
+    ptypes = _param_feeds(pfunc, bound, symbols)
     seed_names = {g.name_hint for g in seed.get_global_vars()}
     clash = {g.name_hint for g in pat.get_global_vars() if g.name_hint != entry.name_hint} & seed_names
     if clash or PATTERN_NAME in seed_names:
@@ -195,7 +172,7 @@ def synthesize(
     inner = [b for b in bindings if isinstance(b.var, relax.DataflowVar)]
     point = rng.randint(0, len(inner))
     bb = relax.BlockBuilder(mod)
-    pgv = bb.add_func(private, PATTERN_NAME)
+    pgv = private  # added by _splice, typed by what it is called with
     fattrs = {k: v for k, v in (main.attrs or {}).items()}
     with bb.function("main", list(main.params), attrs=fattrs or None):
         with bb.dataflow():
@@ -231,44 +208,48 @@ class _Bound:
         self.value = value
 
 
-def _param_feeds(pfunc, bound: dict | None) -> list:
-    """Per parameter of the pattern's entry: its static (dtype, dims), or the constant it is bound to (`bound`,
+def _param_feeds(pfunc, bound: dict | None, symbols: dict | None = None) -> list:
+    """Per parameter of the pattern's entry: its feed (oatest_tvm_feeds), or the constant it is bound to (`bound`,
     when the array has exactly the parameter's type: a shrunk pattern's parameter does not take its test's)."""
     out = []
-    for p, t in zip(pfunc.params, _concrete_params(pfunc)):
+    for p, t in zip(pfunc.params, oatest_tvm_feeds.param_feeds(pfunc, symbols)):
         value = (bound or {}).get(p.name)
-        if value is not None and t is not None and (str(value.dtype), list(value.shape)) == (t[0], list(t[1])):
+        if value is not None and isinstance(t, oatest_tvm_feeds.Tensor) and (str(value.dtype), list(value.shape)) == (t[0], list(t[1])):
             out.append(_Bound(relax.const(value, str(value.dtype))))
         else:
             out.append(t)
     return out
 
 
-def _splice(bb, pgv, ptypes, avail, rng):
-    """Calls the pattern with one argument per parameter: reuse, bridge, zeros, or the constant the parameter is
-    bound to; returns its tensor result."""
-    args = []
-    for t in ptypes:
-        if isinstance(t, _Bound):
-            args.append(t.value)
-            continue
-        dtype, dims = t
+def _splice(bb, func, ptypes, avail, rng):
+    """Adds the pattern's entry `func` as PATTERN_NAME and calls it with one argument per parameter: reuse,
+    bridge, zeros, the constant the parameter is bound to, or a tuple, shape or scalar built here (the entry then
+    typed by its arguments, oatest_tvm_feeds.specialized); returns its first tensor result."""
+
+    def tensor(dtype, dims):
         same = [v for v in avail if _static(v.ty) == (dtype, dims)]
         if same:
-            args.append(rng.choice(same))
-        elif avail:
+            return rng.choice(same)
+        if avail:
             # the cheapest bridges only: every bridge op is one more PrimFunc to compile in both builds
             cost = {id(v): bridge_cost(_static(v.ty), (dtype, dims)) for v in avail}
             least = min(cost.values())
             v = rng.choice([v for v in avail if cost[id(v)] == least])
-            args.append(bridge(bb, v, _static(v.ty), (dtype, dims)))
-        else:
-            args.append(bb.emit(relax.op.zeros(dims, dtype)))
+            return bridge(bb, v, _static(v.ty), (dtype, dims))
+        return bb.emit(relax.op.zeros(dims, dtype))
+
+    args = [t.value if isinstance(t, _Bound) else oatest_tvm_feeds.build(bb, t, tensor) for t in ptypes]
+    if not oatest_tvm_feeds.is_plain([t for t in ptypes if not isinstance(t, _Bound)]):
+        func = oatest_tvm_feeds.specialized(func, args)
+    pgv = bb.add_func(func, PATTERN_NAME)
     r = bb.emit(relax.Call(pgv, args))
     while type(r.ty).__name__ == "TupleType":
-        r = bb.emit(relax.TupleGetItem(r, 0))
-    if _static(r.ty) is None:
-        raise ValueError("the pattern does not return a statically shaped tensor")
+        i = next((i for i, f in enumerate(r.ty.fields) if _tensor_leaves(f)), None)
+        if i is None:
+            break
+        r = bb.emit(relax.TupleGetItem(r, i))
+    if type(r.ty).__name__ != "TensorType":
+        raise ValueError("the pattern does not return a tensor")
     return r
 
 
@@ -277,8 +258,8 @@ HOST_MAIN = "oatest_host_main"
 
 
 def _tensor_leaves(ty) -> int | None:
-    """How many tensors a value of type `ty` flattens to (tensors and tuples of them), else None."""
-    if _static(ty) is not None:
+    """How many tensors a value of type `ty` flattens to (tensors, of any shape, and tuples of them), else None."""
+    if type(ty).__name__ == "TensorType":
         return 1
     if type(ty).__name__ == "TupleType":
         counts = [_tensor_leaves(f) for f in ty.fields]
@@ -324,7 +305,7 @@ def spliced_pass_args(recipe: dict):
     return args
 
 
-def _synthesize_hosted(seed_onnx: bytes, pattern_script: str, rng_seed: int, ir_json, host_script: str, bound=None):
+def _synthesize_hosted(seed_onnx, pattern_script, rng_seed, ir_json, host_script, bound=None, symbols=None):
     rng = random.Random(rng_seed)
     seed = _from_onnx(seed_onnx)
     pat = _parsed(pattern_script, ir_json)
@@ -332,7 +313,7 @@ def _synthesize_hosted(seed_onnx: bytes, pattern_script: str, rng_seed: int, ir_
     host = _parsed(host_script)
     entry = _entry(pat)
     pfunc = pat[entry]
-    ptypes = _param_feeds(pfunc, bound)
+    ptypes = _param_feeds(pfunc, bound, symbols)
     names = {g.name_hint for g in host.get_global_vars()}
     pnames = {g.name_hint for g in pat.get_global_vars() if g.name_hint != entry.name_hint}
     if names & pnames or {PATTERN_NAME, HOST_NAME, HOST_MAIN} & (names | pnames):
@@ -360,8 +341,7 @@ def _synthesize_hosted(seed_onnx: bytes, pattern_script: str, rng_seed: int, ir_
         if gv.name_hint != entry.name_hint:
             mod[gv] = pat[gv]
     bb = relax.BlockBuilder(mod)
-    private = pfunc.without_attr("global_symbol") if pfunc.attrs and "global_symbol" in pfunc.attrs else pfunc
-    pgv = bb.add_func(private, PATTERN_NAME)
+    pgv = pfunc.without_attr("global_symbol") if pfunc.attrs and "global_symbol" in pfunc.attrs else pfunc
     blocks = list(f.body.blocks)
     chosen = rng.choice([i for i, b in enumerate(blocks) if isinstance(b, relax.DataflowBlock)])
     fattrs = {k: v for k, v in (f.attrs or {}).items() if k != "global_symbol"}
@@ -447,6 +427,10 @@ def inline_pattern(mod: tvm.IRModule) -> tvm.IRModule:
         and not (mod[g].attrs and "global_symbol" in mod[g].attrs)
     }
     marked = tvm.IRModule({g: mod[g] for g in mod.get_global_vars()}, attrs=mod.attrs)
+    gv = marked.get_global_var(PATTERN_NAME)
+    if any(not isinstance(b, relax.DataflowBlock) for b in marked[gv].body.blocks):
+        # bindings outside a dataflow block, inlined into main's, would split it (DataflowVars read across)
+        marked[gv] = relax.transform.ConvertToDataflow(min_size=1)(tvm.IRModule({gv: marked[gv]}))[gv]
     for g in marked.get_global_vars():
         if g.name_hint in keep:
             marked[g] = marked[g].with_attr("global_symbol", g.name_hint)
@@ -497,7 +481,10 @@ def _imported(model_bytes: bytes, recipe: dict | None):
     if recipe is not None:
         seed = bytes.fromhex(recipe["seed_onnx"])
         bound = oatest_tvm_passes.bound_params(recipe.get("pass"), recipe.get("pass_args"))
-        mod = synthesize(seed, recipe["pattern"], recipe["rng"], recipe.get("pattern_ir"), recipe.get("host"), bound)
+        symbols = oatest_tvm_passes.symbol_values(recipe.get("pass"), recipe.get("pass_args"))
+        mod = synthesize(
+            seed, recipe["pattern"], recipe["rng"], recipe.get("pattern_ir"), recipe.get("host"), bound, symbols
+        )
         if recipe.get("pass") in oatest_tvm_passes.INLINE:
             mod = inline_pattern(mod)
         model = onnx.load_from_string(seed)

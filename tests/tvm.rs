@@ -204,7 +204,7 @@ fn passes_outside_the_pipeline_run_at_their_placement_for_their_own_patterns() {
     // pattern's entry; the parameters BindParams binds are fed its constants, and their arguments dropped
     small_library(
         &lib,
-        &["FuseOpsByPattern", "RemoveUnusedParameters", "TopologicalSort", "Gradient", "BindParams"],
+        &["FuseOpsByPattern", "RemoveUnusedParameters", "Gradient", "BindParams"],
         4,
     );
     let out = dir.path().join("run");

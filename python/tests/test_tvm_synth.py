@@ -14,6 +14,8 @@ tvm = pytest.importorskip("tvm", reason="apache-tvm is installed by scripts/setu
 from tvm import relax  # noqa: E402
 
 import oatest_tvm as T  # noqa: E402
+import oatest_tvm_feeds as F  # noqa: E402
+import oatest_tvm_passes as P  # noqa: E402
 import oatest_tvm_synth as S  # noqa: E402
 
 
@@ -151,11 +153,94 @@ def test_symbolic_dims_get_distinct_values_and_expressions_of_them_are_evaluated
                         'def main(x: R.Tensor(("n", "m"), dtype="float32"), y: R.Tensor(("n * 2",), dtype="float32"))')
         .replace("-> R.Tensor((2, 3)", '-> R.Tensor(("n", "m")')
     )
-    assert S._concrete_params(mod["main"]) == [("float32", (3, 4)), ("float32", (6,))]
+    assert [tuple(f) for f in F.param_feeds(mod["main"])] == [("float32", (3, 4)), ("float32", (6,))]
 
 
-def test_patterns_with_non_tensor_parameters_are_refused():
-    shaped = PATTERN.replace('def main(x: R.Tensor((2, 3), dtype="float32"))',
-                             'def main(x: R.Tensor((2, 3), dtype="float32"), s: R.Shape([2, 3]))')
-    with pytest.raises(ValueError, match="non-tensor parameter"):
-        S.pattern_usable(shaped)
+def test_patterns_with_object_parameters_are_refused():
+    obj = PATTERN.replace('def main(x: R.Tensor((2, 3), dtype="float32"))',
+                          'def main(x: R.Tensor((2, 3), dtype="float32"), s: R.Object)')
+    with pytest.raises(ValueError, match="cannot build"):
+        S.pattern_usable(obj)
+
+
+def run_recipe(pattern: str, **extra):
+    recipe = json.dumps({"seed_onnx": seed_model().hex(), "pattern": pattern, "rng": 3, **extra}).encode()
+    x = np.linspace(-1, 1, 20, dtype="float32").reshape(4, 5)
+    wire = [("x", TensorProto.FLOAT, [4, 5], x.tobytes())]
+    ref = T.run(recipe, wire, "disable", [])
+    opt = T.run(recipe, wire, "all", [])
+    assert ref["status"] == "ok" and opt["status"] == "ok", (ref["message"], opt["message"])
+    return ref, opt
+
+
+# an entry taking a tuple, a shape, a scalar and a tensor of unknown rank and dtype (as TVM's tests write them)
+MIXED = """
+# from tvm.script import ir as I
+# from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def main(t: R.Tuple(R.Tensor((2, 3), dtype="float32"), R.Tensor((2, 3), dtype="float32")), s: R.Shape(["n", 2]), p: R.Prim("int64"), a: R.Tensor) -> R.Tensor:
+        with R.dataflow():
+            x: R.Tensor((2, 3), dtype="float32") = t[0]
+            y: R.Tensor((2, 3), dtype="float32") = t[1]
+            b: R.Tensor = R.add(a, R.const(1.0, "float32"))
+            c: R.Tensor((2, 3), dtype="float32") = R.multiply(x, y)
+            d: R.Tensor((2, 3), dtype="float32") = R.add(c, c)
+            R.output(b, d)
+        return b
+"""
+
+
+def test_tuple_shape_scalar_and_unknown_rank_parameters_are_built_in_the_splice():
+    mod = S.synthesize(seed_model(), MIXED, 3)
+    text = mod["main"].script()
+    assert "oatest_pattern(lv2, R.shape([3, 2]), 3, lv3)" in text, text
+    entry = mod[S.PATTERN_NAME]
+    assert S._static(entry.params[3].ty) == ("float32", (3, 3)), "the entry is typed by what it is called with"
+    assert S._static(mod["main"].ret_ty.fields[-1]) == ("float32", (3, 3)), "so its result is static too"
+    ref, opt = run_recipe(MIXED)
+    assert [o[0] for o in opt["outputs"]] == ["y", S.EXTRA_OUTPUT]
+    for (_, _, d, a), (_, _, e, b) in zip(ref["outputs"], opt["outputs"]):
+        assert d == e
+        np.testing.assert_allclose(np.frombuffer(a, "float32"), np.frombuffer(b, "float32"), rtol=1e-5)
+
+
+def test_bind_symbolic_vars_patterns_are_called_with_the_dims_it_binds():
+    dyn = PATTERN.replace("(2, 3)", '("n", 3)')
+    args = {"binding_map": {"dict": [["n", 7]]}}
+    mod = S.synthesize(seed_model(), dyn, 3, symbols=P.symbol_values("BindSymbolicVars", args))
+    assert S._static(mod["main"].ret_ty.fields[-1]) == ("float32", (7, 3))
+    assert P.symbol_values("BindParams", args) == {}
+
+
+LOCAL = """
+# from tvm.script import ir as I
+# from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def glob(x1: R.Tensor((4, 5), dtype="float32"), y1: R.Tensor((4, 5), dtype="float32")) -> R.Tensor((4, 5), dtype="float32"):
+        @R.function
+        def inner(x2: R.Tensor((4, 5), dtype="float32"), y2: R.Tensor((4, 5), dtype="float32")) -> R.Tensor((4, 5), dtype="float32"):
+            s: R.Tensor((4, 5), dtype="float32") = R.add(x2, y2)
+            return s
+
+        gv1: R.Tensor((4, 5), dtype="float32") = inner(x1, y1)
+        return gv1
+"""
+
+
+def test_a_module_with_local_functions_runs_lambda_lift_at_every_level_the_reference_too():
+    assert T.has_local_functions(S.synthesize(seed_model(), LOCAL, 3))
+    assert not T.has_local_functions(S.synthesize(seed_model(), PATTERN, 3))
+    assert T.passes_for("disable", [], None, True)[0] == "LambdaLift"
+    assert "LambdaLift" not in T.passes_for("disable", [], None, False)
+    at_all = T.passes_for("all", [], "LambdaLift", True)
+    assert at_all.count("LambdaLift") == 1 and at_all[0] != "LambdaLift", "a LambdaLift test runs it at its placement"
+    ref, opt = run_recipe(LOCAL, **{"pass": "LambdaLift", "pass_args": {}})
+    assert "LambdaLift" in ref["fired"] and "LambdaLift" in opt["fired"]
+    for (_, _, _, a), (_, _, _, b) in zip(ref["outputs"], opt["outputs"]):
+        np.testing.assert_allclose(np.frombuffer(a, "float32"), np.frombuffer(b, "float32"), rtol=1e-5)

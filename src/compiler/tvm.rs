@@ -16,6 +16,8 @@ pub const RUNNER_SOURCES: &[(&str, &str)] = &[
     ),
     // passes as data: recorded arguments rebuilt, placement of a pass outside the pipeline
     ("oatest_tvm_passes", include_str!("../../python/oatest_tvm_passes.py")),
+    // what a spliced pattern's entry is called with: tensors, tuples, shapes, scalars
+    ("oatest_tvm_feeds", include_str!("../../python/oatest_tvm_feeds.py")),
     // Relax-level synthesis: a recipe's seed and pattern spliced into one module
     ("oatest_tvm_synth", include_str!("../../python/oatest_tvm_synth.py")),
     // the campaign's pattern check (shrink, splice, the pattern's module as JSON)
@@ -105,6 +107,8 @@ struct PipelineData {
     by_design: Vec<ByDesign>,
     #[serde(default)]
     excluded: Vec<Excluded>,
+    #[serde(default)]
+    unhosted: Vec<ByDesign>,
 }
 
 /// A pass whose patterns are not synthesized from, and why (`excluded` in the pipeline data).
@@ -114,7 +118,8 @@ struct Excluded {
     why: String,
 }
 
-/// A pass whose results differ from the model's by design (`by_design` in the pipeline data).
+/// A pass named by a list of the pipeline data (`by_design`: its results differ from the model's by design;
+/// `unhosted`: its tests are never spliced into a host).
 #[derive(Debug, serde::Deserialize)]
 struct ByDesign {
     pass: String,
@@ -131,6 +136,9 @@ pub struct Pipeline {
     pub by_design: Vec<String>,
     /// pass -> why its patterns are not synthesized from (TVM misbehaves on them outside any optimization).
     pub excluded: std::collections::BTreeMap<String, String>,
+    /// Passes whose tests are never spliced into a host (FastMathTransform: it cannot take a call of a Relax
+    /// function, and a host is one).
+    pub unhosted: Vec<String>,
 }
 
 impl Pipeline {
@@ -139,7 +147,8 @@ impl Pipeline {
         let placement = d.placement.into_iter().flat_map(|g| g.passes).collect();
         let by_design = d.by_design.into_iter().map(|b| b.pass).collect();
         let excluded = d.excluded.into_iter().map(|e| (e.pass, e.why)).collect();
-        Pipeline { passes: d.pipeline, placement, by_design, excluded }
+        let unhosted = d.unhosted.into_iter().map(|b| b.pass).collect();
+        Pipeline { passes: d.pipeline, placement, by_design, excluded, unhosted }
     }
 
     pub fn role(&self, pass: &str) -> PassRole {
@@ -156,6 +165,12 @@ impl Pipeline {
 pub fn changes_results_by_design(pass: &str) -> bool {
     static BY_DESIGN: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     BY_DESIGN.get_or_init(|| Pipeline::embedded().by_design).iter().any(|p| p == pass)
+}
+
+/// Whether a test built for `pass` may be spliced into a host (see [`Pipeline::unhosted`]).
+pub fn hostable_pass(pass: &str) -> bool {
+    static UNHOSTED: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    !UNHOSTED.get_or_init(|| Pipeline::embedded().unhosted).iter().any(|p| p == pass)
 }
 
 #[cfg(feature = "tvm")]
@@ -232,6 +247,17 @@ mod tests {
         assert_eq!(p.role("LegalizeOps"), super::PassRole::Required);
         assert_eq!(p.role("FuseOps"), super::PassRole::Optional);
         assert_eq!(p.role("NoSuchPass"), super::PassRole::Outside);
+    }
+
+    #[test]
+    fn unhosted_passes_are_placed_passes_and_only_they_refuse_hosts() {
+        let p = super::Pipeline::embedded();
+        assert!(p.unhosted.contains(&"FastMathTransform".to_string()));
+        for pass in &p.unhosted {
+            assert_eq!(p.role(pass), super::PassRole::Inserted, "{pass}");
+            assert!(!super::hostable_pass(pass), "{pass}");
+        }
+        assert!(super::hostable_pass("FuseOps") && super::hostable_pass("MergeCompositeFunctions"));
     }
 
     #[test]

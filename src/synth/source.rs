@@ -274,9 +274,11 @@ pub struct RelaxSynthSource {
 }
 
 /// Whether `host` may take `p`: none of their function names clash (the pattern's entry is renamed, but which
-/// one it is the runner decides, so every name but `main` counts).
+/// one it is the runner decides, so every name but `main` counts), and `p`'s pass may be hosted at all
+/// (`unhosted` in python/oatest_tvm_pipeline.json).
 fn hostable(host: &crate::pattern::relax::RelaxPattern, p: &crate::pattern::relax::RelaxPattern) -> bool {
-    !std::ptr::eq(host, p)
+    crate::compiler::tvm::hostable_pass(&p.pass)
+        && !std::ptr::eq(host, p)
         && host.script != p.script
         && !p.functions.iter().any(|f| f != "main" && host.functions.contains(f))
 }
