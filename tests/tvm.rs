@@ -202,11 +202,7 @@ fn passes_outside_the_pipeline_run_at_their_placement_for_their_own_patterns() {
     // FuseOpsByPattern fires only with its test's arguments (the pattern list), recorded in the library
     // Gradient and BindParams act on the function their test names (`func_name="main"`): spliced, the
     // pattern's entry; the parameters BindParams binds are fed its constants, and their arguments dropped
-    small_library(
-        &lib,
-        &["FuseOpsByPattern", "RemoveUnusedParameters", "Gradient", "BindParams"],
-        4,
-    );
+    small_library(&lib, &["FuseOpsByPattern", "RemoveUnusedParameters", "Gradient", "BindParams"], 4);
     let out = dir.path().join("run");
     let o = Command::new(env!("CARGO_BIN_EXE_oatest"))
         .args(["fuzz", "--target", "tvm", "--tests", "16", "--seed", "3", "--jobs", "2", "--no-triage"])
