@@ -20,6 +20,8 @@ pub enum GraphError {
     Cycle { node: String },
     #[error("the graph has no outputs")]
     NoOutputs,
+    #[error("subgraph '{graph}' lists output '{value}' twice")]
+    DuplicateOutput { value: String, graph: String },
     #[error("subgraph '{graph}' defines '{value}', which its enclosing graph already defines (ONNX wants SSA)")]
     Shadowed { value: String, graph: String },
 }
@@ -37,6 +39,12 @@ impl Graph {
         if let Some(v) = self.inputs.iter().chain(self.initializers.keys()).chain(defined).find(|v| outer.contains(*v))
         {
             return Err(GraphError::Shadowed { value: v.clone(), graph: self.name.clone() });
+        }
+        if !top {
+            let mut outs = HashSet::new();
+            if let Some(o) = self.outputs.iter().find(|o| !outs.insert(o.as_str())) {
+                return Err(GraphError::DuplicateOutput { value: o.clone(), graph: self.name.clone() });
+            }
         }
         let mut seen = HashSet::new();
         for i in &self.inputs {
@@ -182,6 +190,10 @@ mod tests {
         .unwrap();
         h.add_output("o", TensorType::new(DType::F32, &[2]));
         assert_eq!(h.validate(), Err(GraphError::Shadowed { value: "y".into(), graph: "b".into() }));
+        // a body listing one value twice (ORT then returns uninitialized memory for one of them)
+        let id = g.node_ids().find(|&id| g.node(id).op.name == "If").unwrap();
+        g.edit_bodies(id, |b| b.outputs.push("z".into()));
+        assert_eq!(g.validate(), Err(GraphError::DuplicateOutput { value: "z".into(), graph: "b".into() }));
     }
 
     #[test]

@@ -152,7 +152,10 @@ fn make_if(b: &mut Builder, rng: &mut Rng, cfg: &SeedConfig, reg: &[&Box<dyn OpS
     let mut els = body(b, rng, cfg, reg, format!("if{k}e_"), &[])?;
     let mut else_outs = Vec::new();
     for (i, o) in outs.iter().enumerate() {
-        let v = match produced_of(&els, &o.ty).or_else(|| b.values.iter().rev().find(|v| v.ty == o.ty).cloned()) {
+        // each output its own value: a body listing one value twice is no valid ONNX graph
+        let taken = |v: &Value| else_outs.iter().any(|e: &Value| e.name == v.name);
+        let fresh = produced_of(&els, &o.ty).filter(|v| !taken(v));
+        let v = match fresh.or_else(|| b.values.iter().rev().find(|v| v.ty == o.ty).cloned()) {
             Some(v) => v,
             None => {
                 // a branch that yields a constant of the other branch's type
@@ -164,7 +167,7 @@ fn make_if(b: &mut Builder, rng: &mut Rng, cfg: &SeedConfig, reg: &[&Box<dyn OpS
             }
         };
         // a body output must be produced in the body (not only read from the scope): pass it through
-        let produced_here = els.produced.iter().any(|p| p.name == v.name);
+        let produced_here = els.produced.iter().any(|p| p.name == v.name) && !taken(&v);
         else_outs.push(if produced_here { v } else { identity(&mut els, &v, format!("if{k}e_out{i}")) });
     }
     let then_g = graph_of(then, &format!("if{k}_then"), &[], &outs)?;
@@ -194,7 +197,8 @@ fn make_loop(b: &mut Builder, rng: &mut Rng, cfg: &SeedConfig, reg: &[&Box<dyn O
     let mut sub = body(b, rng, cfg, reg, format!("loop{k}_"), &inputs)?;
     let mut outs = vec![identity(&mut sub, &cond_in, format!("loop{k}_cond_out"))];
     if let Some(v) = &v_in {
-        let next = produced_of(&sub, &v.ty).unwrap_or_else(|| identity(&mut sub, v, format!("loop{k}_v_out")));
+        let next = produced_of(&sub, &v.ty).filter(|p| !outs.iter().any(|o| o.name == p.name));
+        let next = next.unwrap_or_else(|| identity(&mut sub, v, format!("loop{k}_v_out")));
         outs.push(next);
     }
     // one scan output: the last value the body made that is not already carried

@@ -202,7 +202,8 @@ pub(super) fn bypass_in_body(
     for o in node.outputs.iter().filter(|o| !o.is_empty()) {
         let want = types.get(o)?;
         let from = node.inputs.iter().find(|i| !i.is_empty() && types.get(*i) == Some(want))?;
-        if body.outputs.contains(o) && body.producer(from).is_none() {
+        // a body output must stay produced in the body, and each output its own value
+        if body.outputs.contains(o) && (body.producer(from).is_none() || body.outputs.contains(from)) {
             return None;
         }
         rewires.push((o.clone(), from.clone()));
