@@ -272,8 +272,10 @@ const RULE_SAMPLE: u64 = 16;
 /// [`RULE_SAMPLE`], one more rule in turn by test id, so that rules no pattern targets are seen when they fire.
 pub fn rules_to_attribute(id: u64, target_pass: Option<&str>, c: &Config) -> Vec<String> {
     let is_rule = |p: &&str| crate::compiler::rules::container_of(p).is_some();
-    let every = crate::compiler::rules::all_rules();
-    let sampled = (id % RULE_SAMPLE == 0).then(|| every[(id / RULE_SAMPLE) as usize % every.len()]);
+    let sampled = (id % RULE_SAMPLE == 0).then(|| {
+        let every = crate::compiler::rules::all_rules();
+        every[(id / RULE_SAMPLE) as usize % every.len()]
+    });
     let mut rules: Vec<String> = target_pass.filter(is_rule).into_iter().chain(sampled).map(String::from).collect();
     for n in crate::compiler::named::of(c) {
         rules.extend(n.on.iter().map(String::as_str).filter(is_rule).map(String::from));

@@ -183,6 +183,17 @@ impl Graph {
         self.node_ids().flat_map(|id| self.node(id).reads()).filter(|v| !defined.contains(v.as_str())).collect()
     }
 
+    /// A graph with this one's name, interface, constants and declared types, and `nodes` (producers first).
+    pub fn with_nodes(&self, nodes: impl IntoIterator<Item = Node>) -> Result<Graph, GraphError> {
+        let mut g = Graph::new(self.name.clone());
+        (g.inputs, g.outputs) = (self.inputs.clone(), self.outputs.clone());
+        (g.initializers, g.types) = (self.initializers.clone(), self.types.clone());
+        for n in nodes {
+            g.add_node(n)?;
+        }
+        Ok(g)
+    }
+
     /// Applies `f` to every subgraph of node `id` (its implicit-input edges are not recomputed: rebuild the graph
     /// when `f` changes what a body reads from this one).
     pub fn edit_bodies(&mut self, id: NodeId, mut f: impl FnMut(&mut Graph)) {

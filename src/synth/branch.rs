@@ -45,13 +45,17 @@ pub fn splice_into_body(seed: &Model, p: &Pattern, rng: &mut Rng, tag: u64) -> R
     if opened.inputs.is_empty() {
         return Err("nothing in scope to feed a pattern in the body".into());
     }
-    for o in &opened.outputs.clone() {
-        if !opened.types.contains_key(o) {
-            let t = types_of(&opened, o).ok_or_else(|| format!("body output '{o}' has no type"))?;
-            opened.types.insert(o.clone(), t.into());
+    // a body's outputs may be typed by inference only: the splice wants them declared
+    let untyped: Vec<String> = opened.outputs.iter().filter(|o| !opened.types.contains_key(*o)).cloned().collect();
+    if !untyped.is_empty() {
+        let inferred = crate::ops::infer_types(&opened, false).map_err(|e| format!("body does not type-check: {e}"))?;
+        for o in untyped {
+            let t = inferred.get(&o).cloned().ok_or_else(|| format!("body output '{o}' has no type"))?;
+            opened.types.insert(o, t.into());
         }
     }
-    let shell = Model { graph: opened, ..seed.clone() };
+    let mut shell = Model::new(opened);
+    (shell.ir_version, shell.opsets, shell.functions) = (seed.ir_version, seed.opsets.clone(), seed.functions.clone());
     let (spliced, info) = super::splice(&shell, p, rng, tag, None)?;
     let mut inner = spliced.graph;
 
@@ -89,27 +93,10 @@ pub fn splice_into_body(seed: &Model, p: &Pattern, rng: &mut Rng, tag: u64) -> R
         axes.extend(std::iter::repeat_n(0, added.len()));
     }
 
-    let mut out = Graph::new(g.name.clone());
-    for i in &g.inputs {
-        out.add_input(i, g.types[i].clone());
-    }
+    let nodes = order.iter().map(|&id| if id == host { node.clone() } else { g.node(id).clone() });
+    let mut out = g.with_nodes(nodes).map_err(|e| e.to_string())?;
     for (n, t) in &fresh {
         out.add_input(n, t.clone());
-    }
-    for (n, t) in &g.initializers {
-        out.add_initializer(n, t.clone());
-    }
-    for &id in &order {
-        let n = if id == host { node.clone() } else { g.node(id).clone() };
-        out.add_node(n).map_err(|e| e.to_string())?;
-    }
-    for o in &g.outputs {
-        out.add_output(o, g.types[o].clone());
-    }
-    for (n, t) in &g.types {
-        if !out.types.contains_key(n) {
-            out.types.insert(n.clone(), t.clone());
-        }
     }
     let inferred = crate::ops::infer_types(&out, false).map_err(|e| format!("spliced body is invalid: {e}"))?;
     for n in &new_outputs {
@@ -120,11 +107,6 @@ pub fn splice_into_body(seed: &Model, p: &Pattern, rng: &mut Rng, tag: u64) -> R
     let mut m = Model { graph: out, ..spliced };
     m.producer_name = "oatest synth".into();
     Ok((m, info))
-}
-
-/// The type inference gives a body value (its outputs may be declared by the node's inference only).
-fn types_of(g: &Graph, v: &str) -> Option<TensorType> {
-    crate::ops::infer_types(g, false).ok()?.get(v).cloned()
 }
 
 /// Adds an output of type `t` to a branch: a constant passed through Identity.

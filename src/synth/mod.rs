@@ -371,17 +371,14 @@ fn with_opaque<'a>(g: &'a Graph, opaque: &HashSet<String>) -> Result<std::borrow
     if opaque.is_empty() {
         return Ok(std::borrow::Cow::Borrowed(g));
     }
-    let mut out = Graph::new(g.name.clone());
-    (out.inputs, out.outputs, out.initializers, out.types) =
-        (g.inputs.clone(), g.outputs.clone(), g.initializers.clone(), g.types.clone());
-    for n in g.nodes_in_order().map_err(|e| e.to_string())? {
+    let nodes = g.nodes_in_order().map_err(|e| e.to_string())?.into_iter().map(|n| {
         let mut n = n.clone();
         if opaque.contains(&n.name) {
             n.op = crate::graph::OpId { domain: "oatest.opaque".into(), ..n.op };
         }
-        out.add_node(n).map_err(|e| e.to_string())?;
-    }
-    Ok(std::borrow::Cow::Owned(out))
+        n
+    });
+    Ok(std::borrow::Cow::Owned(g.with_nodes(nodes).map_err(|e| e.to_string())?))
 }
 
 /// Output types of a pattern graph, recomputed by catalog inference (every op must be known).

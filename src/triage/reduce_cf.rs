@@ -52,7 +52,8 @@ pub(super) fn inline(g: &Graph, id: NodeId, key: &str) -> Option<Graph> {
     }
     let mut taken = HashSet::new();
     body_names(g, &mut taken);
-    let mut out_graph = g.clone();
+    // constants the inlined body needs in the enclosing graph
+    let mut consts: Vec<(String, Tensor)> = Vec::new();
     let pre = format!("{}_{key}_", node.name.replace(|c: char| !c.is_ascii_alphanumeric(), "_"));
     let mut rename: HashMap<String, String> = HashMap::new();
     let name = |v: &str, gr: &Graph, taken: &mut HashSet<String>| -> String {
@@ -67,8 +68,8 @@ pub(super) fn inline(g: &Graph, id: NodeId, key: &str) -> Option<Graph> {
     for (i, input) in body.inputs.iter().enumerate() {
         let bound = name(input, g, &mut taken);
         match node.op.name.as_str() {
-            "Loop" if i == 0 => out_graph.add_initializer(&bound, Tensor::from_f64s(DType::I64, &[], &[0.0])),
-            "Loop" if i == 1 => out_graph.add_initializer(&bound, Tensor::from_f64s(DType::Bool, &[], &[1.0])),
+            "Loop" if i == 0 => consts.push((bound.clone(), Tensor::from_f64s(DType::I64, &[], &[0.0]))),
+            "Loop" if i == 1 => consts.push((bound.clone(), Tensor::from_f64s(DType::Bool, &[], &[1.0]))),
             "Loop" => new_nodes.push(identity(&bound, node.inputs.get(i).filter(|s| !s.is_empty())?)),
             "Scan" if i < n_state => new_nodes.push(identity(&bound, &node.inputs[i])),
             "Scan" => {
@@ -77,7 +78,7 @@ pub(super) fn inline(g: &Graph, id: NodeId, key: &str) -> Option<Graph> {
                     _ => 0,
                 };
                 let first = name("first", g, &mut taken);
-                out_graph.add_initializer(&first, Tensor::from_f64s(DType::I64, &[], &[0.0]));
+                consts.push((first.clone(), Tensor::from_f64s(DType::I64, &[], &[0.0])));
                 let gather = Node::new(
                     format!("{bound}_gather"),
                     OpId::onnx("Gather"),
@@ -93,7 +94,7 @@ pub(super) fn inline(g: &Graph, id: NodeId, key: &str) -> Option<Graph> {
     }
     for (n, t) in &body.initializers {
         let r = name(n, g, &mut taken);
-        out_graph.add_initializer(&r, t.clone());
+        consts.push((r.clone(), t.clone()));
         rename.insert(n.clone(), r);
     }
     let inner = body.nodes_in_order().ok()?;
@@ -131,7 +132,7 @@ pub(super) fn inline(g: &Graph, id: NodeId, key: &str) -> Option<Graph> {
                 _ => 0,
             };
             let axes = name("axes", g, &mut taken);
-            out_graph.add_initializer(&axes, Tensor::from_f64s(DType::I64, &[1], &[axis as f64]));
+            consts.push((axes.clone(), Tensor::from_f64s(DType::I64, &[1], &[axis as f64])));
             new_nodes.push(Node::new(
                 format!("{o}_unsqueeze"),
                 OpId::onnx("Unsqueeze"),
@@ -142,19 +143,14 @@ pub(super) fn inline(g: &Graph, id: NodeId, key: &str) -> Option<Graph> {
     }
     // rebuilt in order, the body's nodes where the control-flow node was
     let order = g.topo_order().ok()?;
-    let mut rebuilt = Graph::new(g.name.clone());
-    rebuilt.inputs = out_graph.inputs.clone();
-    rebuilt.outputs = out_graph.outputs.clone();
-    rebuilt.initializers = out_graph.initializers.clone();
-    rebuilt.types = out_graph.types.clone();
-    for nid in order {
-        if nid == id {
-            for n in std::mem::take(&mut new_nodes) {
-                rebuilt.add_node(n).ok()?;
-            }
-        } else {
-            rebuilt.add_node(g.node(nid).clone()).ok()?;
-        }
+    let mut inlined = Some(new_nodes);
+    let nodes = order.into_iter().flat_map(|nid| match nid == id {
+        true => inlined.take().unwrap_or_default(),
+        false => vec![g.node(nid).clone()],
+    });
+    let mut rebuilt = g.with_nodes(nodes).ok()?;
+    for (n, t) in consts {
+        rebuilt.add_initializer(&n, t);
     }
     retype(&mut rebuilt)?;
     Some(rebuilt)
@@ -237,13 +233,7 @@ pub(super) fn rewire_implicit(g: &mut Graph, old: &str, new: &str) -> Option<()>
     for id in readers {
         g.edit_bodies(id, |b| rename_read(b, old, new));
     }
-    let mut rebuilt = Graph::new(g.name.clone());
-    (rebuilt.inputs, rebuilt.outputs) = (g.inputs.clone(), g.outputs.clone());
-    (rebuilt.initializers, rebuilt.types) = (g.initializers.clone(), g.types.clone());
-    for id in order {
-        rebuilt.add_node(g.node(id).clone()).ok()?;
-    }
-    *g = rebuilt;
+    *g = g.with_nodes(order.into_iter().map(|id| g.node(id).clone())).ok()?;
     Some(())
 }
 
