@@ -46,3 +46,73 @@ def test_every_pass_is_recorded_under_its_constructors_name():
         except Exception:  # noqa: BLE001 - needs a target context (MetaScheduleApplyDatabase)
             continue
         assert info in (name, "sequential") or T.PASS_ALIASES.get(info) == name, (name, info)
+
+
+def test_memoized_legalization_keeps_which_arguments_are_one_value():
+    """The legalization memo serves one PrimFunc to every call of an op with the same types: `add(x, x)` and
+    `add(x, y)` have the same types but not the same arguments, and mixing them up doubled a tensor once. The
+    module is built under both configurations, with the memo warm from the first."""
+    import numpy as np
+    import tvm
+    from tvm.script import relax as R
+
+    @tvm.script.ir_module
+    class Mod:
+        @R.function
+        def main(x: R.Tensor((2, 3), "float32"), y: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "float32"):
+            a = R.add(x, x)
+            b = R.add(x, y)
+            c = R.multiply(a, b)
+            d = R.multiply(b, b)
+            return R.subtract(c, d)
+
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    y = np.full((2, 3), 0.5, dtype="float32")
+    want = (x + x) * (x + y) - (x + y) * (x + y)
+    import oatest_tvm_memo as M
+
+    before = len(M._LEGALIZED)
+    for level in ("disable", "all", "disable"):
+        ex = tvm.compile(Mod, target=T._target(), relax_pipeline=tvm.transform.Sequential(
+            [T._make(n) for n in T.passes_for(level, [])]))
+        vm = tvm.relax.VirtualMachine(T.load(ex), tvm.cpu())
+        got = vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(y)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=level)
+    assert len(M._LEGALIZED) > before, "the calls were memoized"
+
+
+def test_a_primfunc_lowered_before_is_reused_under_its_new_symbol():
+    """The lowering memo reuses a PrimFunc lowered for one build in another, where legalization named it
+    differently (`exp` here, `exp1` there, beside another exp of its own); the VM finds each by its symbol."""
+    import numpy as np
+    import oatest_tvm_memo as M
+    import tvm
+    from tvm.script import relax as R
+
+    @tvm.script.ir_module
+    class One:
+        @R.function
+        def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+            return R.exp(x)
+
+    @tvm.script.ir_module
+    class Two:
+        @R.function
+        def main(x: R.Tensor((4,), "float32"), y: R.Tensor((2, 2), "float32")) -> R.Tensor((4,), "float32"):
+            a = R.exp(y)
+            b = R.reshape(a, (4,))
+            return R.add(b, R.exp(x))
+
+    x = np.linspace(-1, 1, 4, dtype="float32")
+    y = np.arange(4, dtype="float32").reshape(2, 2)
+    seq = tvm.transform.Sequential([T._make(n) for n in T.passes_for("disable", [])])
+    got = []
+    for mod, args in ((One, [x]), (Two, [x, y])):
+        with tvm.transform.PassContext(opt_level=3, config=T.PASS_CONFIG), T._target():
+            ex = tvm.compile(mod, target=T._target(), relax_pipeline=seq)
+        vm = tvm.relax.VirtualMachine(T.load(ex), tvm.cpu())
+        got.append(vm["main"](*[tvm.runtime.tensor(a) for a in args]).numpy())
+        lowered = sum(len(v) for v in M._LOWERED.values())
+    np.testing.assert_allclose(got[0], np.exp(x), rtol=1e-6)
+    np.testing.assert_allclose(got[1], np.exp(y).reshape(4) + np.exp(x), rtol=1e-6)
+    assert lowered >= 3, "exp (4,), exp (2, 2), reshape and add were lowered once each"

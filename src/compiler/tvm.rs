@@ -24,6 +24,8 @@ pub const RUNNER_SOURCES: &[(&str, &str)] = &[
     ("oatest_tvm_check", include_str!("../../python/oatest_tvm_check.py")),
     // Relax-level reduction: a recipe as a module test, a module's structure, one edit made (triage's requests)
     ("oatest_tvm_reduce", include_str!("../../python/oatest_tvm_reduce.py")),
+    // memos of legalization and TIR lowering (the same op calls and PrimFuncs recur across configurations and tests)
+    ("oatest_tvm_memo", include_str!("../../python/oatest_tvm_memo.py")),
     // the pipeline, builds and `run`
     ("oatest_tvm", include_str!("../../python/oatest_tvm.py")),
 ];

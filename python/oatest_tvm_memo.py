@@ -1,0 +1,152 @@
+"""Memos that make a TVM test cheaper without changing what it computes (the TVM runner installs them when it
+loads; OATEST_TVM_NO_MEMO=1 leaves them out). Both configurations of a test, and many tests, legalize the same op
+calls and lower the same PrimFuncs; each memo keys its work by everything the work reads, compared structurally:
+
+- **legalization**: a Relax op call's FLegalize result (Python and TE: a third of a test's CPU time before);
+- **TIR lowering**: a PrimFunc's run through TIR's default pipeline (a fifth of it), for the LLVM CPU builds the
+  runner makes (assertions off); the functions of one build are then generated as one module, as before.
+
+Measured in docs/BENCHMARKS.md ("TVM throughput").
+"""
+from __future__ import annotations
+
+import os
+
+import tvm
+import tvm_ffi
+from tvm import relax, tirx
+from tvm.target import Target
+from tvm.tirx.build import split_host_device_mods, tir_to_runtime
+from tvm_ffi import structural_hash
+
+# Legalization memo. LegalizeOps lowers each Relax op call through its Python FLegalize function and TE (a third
+# of a test's CPU time); both configurations of a test, and many tests, legalize identical calls. A call whose
+# result is one `call_tir` of a PrimFunc on the call's own arguments (no TIR variables; a binding it emitted
+# besides could only be unused) is memoized by the op, its attributes and types, its arguments' types (constants
+# by value, since legalizers fold scalar constants into the PrimFunc) and which arguments are the same value. A
+# hit adds the same PrimFunc to the module being built and calls it on the new arguments. Anything else is
+# legalized as before.
+_LEGALIZED: dict = {}
+_CALL_TIR = tvm.ir.Op.get("relax.call_tir")
+
+
+def _legalize_key(call):
+    parts = [call.op.name, structural_hash(call.attrs), structural_hash(call.ty), structural_hash(call.ty_args)]
+    args = list(call.args)
+    # which arguments are one value (add(x, x) may be legalized with x passed once)
+    parts.append(tuple(next(j for j, b in enumerate(args) if b.same_as(a)) for a in args))
+    for a in args:
+        if isinstance(a, tvm.ir.Var):
+            parts.append(("v", structural_hash(a.ty)))
+        elif isinstance(a, (tvm.ir.GenericConst, relax.ShapeExpr, tvm.ir.StringImm)) or tvm.ir.is_prim_expr(a):
+            parts.append(("c", structural_hash(a, map_free_vars=True)))
+        else:
+            return None
+    return tuple(parts)
+
+
+def _memo_legalize(legalize):
+    def memoized(bb, call):
+        key = _legalize_key(call)
+        hit = _LEGALIZED.get(key) if key is not None else None
+        if hit is not None:
+            func, name, picks, res = hit
+            gvar = bb.add_func(func, name)
+            out = res.ty_args[0]
+            out = list(out.fields) if type(out).__name__ == "TupleType" else out
+            return relax.call_tir(gvar, relax.Tuple([call.args[j] for j in picks]), out)
+        res = legalize(bb, call)
+        if key is not None and len(_LEGALIZED) < 20000:
+            memo = _memo_entry(bb, call, res)
+            if memo is not None:
+                _LEGALIZED[key] = memo
+        return res
+
+    return memoized
+
+
+def _memo_entry(bb, call, res):
+    if not (isinstance(res, relax.Call) and res.op.same_as(_CALL_TIR) and len(res.args) == 2):
+        return None
+    gvar, args = res.args
+    if not isinstance(gvar, tvm.ir.GlobalVar) or not isinstance(args, relax.Tuple):
+        return None
+    picks = []
+    for field in args.fields:
+        j = next((j for j, a in enumerate(call.args) if a.same_as(field)), None)
+        if j is None:
+            return None
+        picks.append(j)
+    func = bb.get()[gvar]
+    return (func, gvar.name_hint, picks, res) if isinstance(func, tvm.tirx.PrimFunc) else None
+
+
+# TIR lowering memo. `relax.build` links one module of every PrimFunc through `tvm.tirx.build`; this build lowers
+# only the PrimFuncs it has not lowered before under the same PassContext configuration (keyed by the function
+# without its symbol name, compared structurally), reuses the others under their new symbol, and then finishes
+# and generates the whole module as `tvm.tirx.build` does. AnnotateEntryFunc marks a module's only function, so
+# a function lowered alone loses that mark and the assembled module gets it back when it has one function.
+_LOWERED: dict = {}
+_LOWERED_MAX = 20000  # functions kept (a few KiB each)
+_build = tvm.tirx.build
+_SYMBOL = "global_symbol"
+
+
+def _key(f):
+    g = f.without_attr(_SYMBOL)
+    return structural_hash(g), g
+
+
+def cached_build(mod, target=None, pipeline="default"):
+    """`tvm.tirx.build` for the runner's builds (others go to it unchanged)."""
+    ctx = tvm.transform.PassContext.current()
+    if (not isinstance(mod, tvm.IRModule) or pipeline != "default" or target is None
+            or not ctx.config.get("tirx.disable_assert", False)
+            or not all(isinstance(f, tirx.PrimFunc) for f in mod.functions.values())):
+        return _build(mod, target, pipeline)
+    target = Target(target)
+    host = target.host if target.host is not None else target
+    if target.kind.name != "llvm" or host.kind.name != "llvm":
+        return _build(mod, target, pipeline)
+    mod = tirx.transform.BindTarget(target.with_host(host))(mod)
+    cfg = str(sorted((k, str(v)) for k, v in ctx.config.items()))
+    lowered, misses = {}, {}
+    for gv, f in mod.functions.items():
+        h, g = _key(f)
+        hit = next((e for e in _LOWERED.get(h, []) if e[1] == cfg and tvm_ffi.structural_equal(g, e[0])), None)
+        if hit is None:
+            misses[gv] = (f, h, g)
+        else:
+            _, _, low, prefix = hit
+            lowered[gv] = low.with_attr(_SYMBOL, prefix + str(f.attrs[_SYMBOL]))
+    if misses:
+        pipe, _, _ = tvm.tirx.get_tir_pipeline(pipeline)
+        low = pipe(tvm.IRModule({gv: f for gv, (f, _, _) in misses.items()}))
+        by_name = {gv.name_hint: f for gv, f in low.functions.items()}
+        if set(by_name) != {gv.name_hint for gv in misses}:
+            return _build(mod, target, pipeline)
+        for gv, (f, h, g) in misses.items():
+            out = by_name[gv.name_hint].without_attr("tirx.is_entry_func")
+            before, after = str(f.attrs[_SYMBOL]), str(out.attrs[_SYMBOL])
+            if after.endswith(before) and len(_LOWERED) < _LOWERED_MAX:
+                _LOWERED.setdefault(h, []).append((g, cfg, out, after[: len(after) - len(before)]))
+            lowered[gv] = out
+    merged = tvm.IRModule(lowered, attrs=mod.attrs)
+    if len(lowered) == 1:
+        merged = tirx.transform.AnnotateEntryFunc()(merged)
+    _, fin_host, fin_dev = tvm.tirx.get_tir_pipeline(pipeline)
+    host_mod, devs = split_host_device_mods(merged)
+    host_mod = fin_host()(host_mod)
+    devs = {t: fin_dev()(m) for t, m in devs.items()}
+    return tir_to_runtime(host_mod, devs, host)
+
+
+def install() -> None:
+    """Wraps every op's FLegalize and replaces `tvm.tirx.build` (which `relax.build` calls)."""
+    if os.environ.get("OATEST_TVM_NO_MEMO") == "1":
+        return
+    for op in tvm.ir.Op.list_op_names():
+        legalize = tvm.ir.Op.get(op).get_attr("FLegalize")
+        if legalize is not None:
+            tvm.ir.register_op_attr(op, "FLegalize", _memo_legalize(legalize), level=99)
+    tvm.tirx.build = cached_build
