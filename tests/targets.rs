@@ -178,6 +178,43 @@ fn an_opt_in_configuration_fires_gelu_approximation() {
     assert!(oracle.inconsistency(&runs[0], &plain).is_some(), "FastGelu should differ from Gelu beyond 1e-5");
 }
 
+/// The free-dimension configuration (`all+free_dims`: overrides, not session entries) fires
+/// FreeDimensionOverrideTransformer only on a model whose input dims were freed to the overrides' names; inputs
+/// generated for the freed model take the overrides' sizes (the session refuses others), and the results match
+/// the unoptimized run's.
+#[test]
+fn free_dimension_overrides_fire_on_freed_input_dims() {
+    use oatest::graph::{DType, Dim, Graph, Model, Node, OpId, TensorType};
+    let mut g = Graph::new("free");
+    g.add_input("x", TensorType::new(DType::F32, &[1, 3, 4]));
+    g.add_input("y", TensorType::new(DType::F32, &[4, 7]));
+    g.add_node(Node::new("mm", OpId::onnx("MatMul"), vec!["x".into(), "y".into()], vec!["z".into()])).unwrap();
+    g.add_node(Node::new("r", OpId::onnx("Relu"), vec!["z".into()], vec!["out".into()])).unwrap();
+    g.add_output("out", TensorType::new(DType::F32, &[1, 3, 7]));
+    let mut m = Model::new(g);
+    let free = Config::parse("all+free_dims").unwrap();
+    let mut w = ort_worker();
+    let fired = |w: &mut Worker, m: &Model, c: &Config| {
+        let feeds = oatest::compiler::inputs::generate(&m.graph, 0).unwrap();
+        let o = w.run(&onnx::encode_model(m), &feeds, c);
+        assert_eq!(o.status, Status::Ok, "{c}: {}", o.status.message());
+        (o.passes_fired, o.outputs)
+    };
+    assert!(!fired(&mut w, &m, &free).0.iter().any(|p| p == "FreeDimensionOverrideTransformer"));
+    // 1, 3 and 4 are sizes the overrides name (n1, n3, n4); 7 is not
+    assert_eq!(m.graph.free_input_dims(&free.dim_overrides()), 4);
+    let x = m.graph.tensor_type("x").unwrap().shape.unwrap();
+    assert_eq!(x, [Dim::Sym("n1".into()), Dim::Sym("n3".into()), Dim::Sym("n4".into())]);
+    assert!(m.graph.has_symbolic_inputs());
+    let (passes, optimized) = fired(&mut w, &m, &free);
+    assert!(passes.iter().any(|p| p == "FreeDimensionOverrideTransformer"), "{passes:?}");
+    let (passes, reference) = fired(&mut w, &m, &Config::level(Level::Disable));
+    assert!(passes.is_empty(), "{passes:?}");
+    assert_eq!(optimized, reference);
+    let (passes, _) = fired(&mut w, &m, &Config::parse("all").unwrap());
+    assert!(!passes.iter().any(|p| p == "FreeDimensionOverrideTransformer"), "{passes:?}");
+}
+
 /// Seeds with ONNX Runtime's contrib ops (`oatest seeds gen --contrib`) declare the com.microsoft opset and run
 /// cleanly under ORT at every level, with the same results as the unoptimized run.
 #[test]
