@@ -316,3 +316,30 @@ fn an_optimized_graph_with_fused_conv_and_z_feeds_back_as_a_seed() {
     );
     assert!(runs.iter().all(|o| o.status == Status::Ok), "{:?}", runs.iter().map(|o| &o.status).collect::<Vec<_>>());
 }
+
+/// LabelEncoderFusion's patterns (two ai.onnx.ml LabelEncoders on strings) splice into generated seeds, whose
+/// values are never strings, through a Cast to string placed after the shape bridges (ORT's shape ops take no
+/// strings), and the rule fires in the spliced tests.
+#[test]
+fn label_encoder_patterns_splice_through_a_cast_to_string_and_fire() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("patterns/ort/LabelEncoderFusion");
+    let mut w = ort_worker();
+    let mut c = Config::level(Level::All);
+    (c.attribute_rules, c.rules_of_interest) = (true, vec!["LabelEncoderFusion".into()]);
+    let (mut spliced, mut fired) = (0, 0);
+    for f in oatest::util::onnx_files(&dir).unwrap() {
+        let p = oatest::pattern::Pattern::load(&f).unwrap();
+        for i in 0..8u64 {
+            let seed = oatest::seedgen::generate(7, i, &oatest::seedgen::SeedConfig::default());
+            let mut rng = oatest::seedgen::rng_for(7, i);
+            let Ok((m, _)) = oatest::synth::splice(&seed, &p, &mut rng, i, None) else { continue };
+            spliced += 1;
+            let feeds = oatest::compiler::inputs::generate(&m.graph, i).unwrap();
+            let o = w.run(&onnx::encode_model(&m), &feeds, &c);
+            assert_eq!(o.status, Status::Ok, "{}: {}", f.display(), o.status.message());
+            fired += o.passes_fired.iter().any(|p| p == "LabelEncoderFusion") as usize;
+        }
+    }
+    assert!(spliced >= 12, "only {spliced} of 16 splices succeeded");
+    assert!(fired * 2 >= spliced, "LabelEncoderFusion fired in {fired} of {spliced} spliced tests");
+}

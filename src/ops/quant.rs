@@ -27,14 +27,17 @@ impl OpSpec for Cast {
     }
     fn infer(&self, ins: &[Option<Fact>], attrs: &Attrs) -> Result<Vec<TensorType>, Reject> {
         let x = input(ins, 0)?;
-        check_dtype("Cast", x, ALL)?;
+        if x.ty.dtype != Str {
+            check_dtype("Cast", x, ALL)?;
+        }
         if !attrs.contains_key("to") {
             reject!("Cast needs the attribute 'to'");
         }
         let code = attr_int(attrs, "to", 0)?;
         let to = DType::from_onnx(i32::try_from(code).unwrap_or(0));
-        if !ALL.contains(&to) {
-            reject!("Cast to ONNX type {code} is not supported (allowed: {})", names(ALL));
+        // strings: to and from every other type (ORT's CPU Cast, measured with 1.31.1); seeds never draw it
+        if !ALL.contains(&to) && !(to == Str && x.ty.dtype != Str) {
+            reject!("Cast to ONNX type {code} is not supported (allowed: {}, string)", names(ALL));
         }
         Ok(vec![x.ty.with_dtype(to)])
     }
