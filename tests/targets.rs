@@ -317,15 +317,13 @@ fn an_optimized_graph_with_fused_conv_and_z_feeds_back_as_a_seed() {
     assert!(runs.iter().all(|o| o.status == Status::Ok), "{:?}", runs.iter().map(|o| &o.status).collect::<Vec<_>>());
 }
 
-/// LabelEncoderFusion's patterns (two ai.onnx.ml LabelEncoders on strings) splice into generated seeds, whose
-/// values are never strings, through a Cast to string placed after the shape bridges (ORT's shape ops take no
-/// strings), and the rule fires in the spliced tests.
-#[test]
-fn label_encoder_patterns_splice_through_a_cast_to_string_and_fire() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("patterns/ort/LabelEncoderFusion");
+/// How many of the library's patterns of `pass` spliced into 8 generated seeds each, and in how many of those
+/// tests the pass fired (under `all`; a rewrite rule attributed by its own session).
+fn splice_and_fire(pass: &str) -> (usize, usize) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("patterns/ort").join(pass);
     let mut w = ort_worker();
     let mut c = Config::level(Level::All);
-    (c.attribute_rules, c.rules_of_interest) = (true, vec!["LabelEncoderFusion".into()]);
+    (c.attribute_rules, c.rules_of_interest) = (true, vec![pass.to_string()]);
     let (mut spliced, mut fired) = (0, 0);
     for f in oatest::util::onnx_files(&dir).unwrap() {
         let p = oatest::pattern::Pattern::load(&f).unwrap();
@@ -337,9 +335,27 @@ fn label_encoder_patterns_splice_through_a_cast_to_string_and_fire() {
             let feeds = oatest::compiler::inputs::generate(&m.graph, i).unwrap();
             let o = w.run(&onnx::encode_model(&m), &feeds, &c);
             assert_eq!(o.status, Status::Ok, "{}: {}", f.display(), o.status.message());
-            fired += o.passes_fired.iter().any(|p| p == "LabelEncoderFusion") as usize;
+            fired += o.passes_fired.iter().any(|p| p == pass) as usize;
         }
     }
+    (spliced, fired)
+}
+
+/// LabelEncoderFusion's patterns (two ai.onnx.ml LabelEncoders on strings) splice into generated seeds, whose
+/// values are never strings, through a Cast to string placed after the shape bridges (ORT's shape ops take no
+/// strings), and the rule fires in the spliced tests.
+#[test]
+fn label_encoder_patterns_splice_through_a_cast_to_string_and_fire() {
+    let (spliced, fired) = splice_and_fire("LabelEncoderFusion");
     assert!(spliced >= 12, "only {spliced} of 16 splices succeeded");
     assert!(fired * 2 >= spliced, "LabelEncoderFusion fired in {fired} of {spliced} spliced tests");
+}
+
+/// WhereDummyDq's patterns, extracted from the transcription of ORT's WhereDummyDqTest graph
+/// (tests/data/ort-test-graphs), splice into generated seeds and fire there.
+#[test]
+fn where_dummy_dq_patterns_from_ort_s_test_graph_splice_and_fire() {
+    let (spliced, fired) = splice_and_fire("WhereDummyDq");
+    assert!(spliced >= 12, "only {spliced} of 16 splices succeeded");
+    assert!(fired * 2 >= spliced, "WhereDummyDq fired in {fired} of {spliced} spliced tests");
 }
