@@ -92,6 +92,9 @@ def run_ort(level, disabled):
         # the optimized configuration's session entries (e.g. a named configuration such as all+gelu_approx)
         for key, value in CASE.get("entries", []):
             so.add_session_config_entry(key, value)
+        # free-dimension overrides (all+free_dims): the model's symbolic input dims fixed by name
+        for name, size in CASE.get("free_dims", []):
+            so.add_free_dimension_override_by_name(name, size)
     if disabled:
         so.add_session_config_entry("optimization.disable_specified_optimizers", ";".join(disabled))
     sess = ort.InferenceSession(os.path.join(HERE, "model.onnx"), so, providers=["CPUExecutionProvider"])

@@ -304,6 +304,38 @@ fn an_ort_campaign_synthesizes_from_the_committed_patterns_and_triggers_their_pa
     assert!(json(&base.join("stats.json"))["trigger_rate"].is_null());
 }
 
+/// With every test rotated (`--rotate-every 1`), the free-dimension configuration comes in turn: its tests run
+/// with their input dims freed to the overrides' names, and FreeDimensionOverrideTransformer fires.
+#[test]
+fn a_rotated_campaign_fires_free_dimension_overrides() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = oatest(&[
+        "fuzz",
+        "--target",
+        "ort",
+        "--tests",
+        "120",
+        "--seed",
+        "5",
+        "--jobs",
+        "1",
+        "--mode",
+        "random",
+        "--rotate-every",
+        "1",
+        "--no-triage",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("stats.json"));
+    assert_stats_consistent(&s);
+    assert!(s["validity_rate"].as_f64().unwrap() >= 0.98, "{}", s["validity_rate"]);
+    let fired = s["passes_fired"]["FreeDimensionOverrideTransformer"].as_u64().unwrap_or(0);
+    assert!(fired > 0, "{}", s["passes_fired"]);
+}
+
 #[test]
 fn oatest_synth_splices_one_pattern_into_one_seed() {
     let dir = tempfile::tempdir().unwrap();

@@ -178,6 +178,43 @@ fn an_opt_in_configuration_fires_gelu_approximation() {
     assert!(oracle.inconsistency(&runs[0], &plain).is_some(), "FastGelu should differ from Gelu beyond 1e-5");
 }
 
+/// The free-dimension configuration (`all+free_dims`: overrides, not session entries) fires
+/// FreeDimensionOverrideTransformer only on a model whose input dims were freed to the overrides' names; inputs
+/// generated for the freed model take the overrides' sizes (the session refuses others), and the results match
+/// the unoptimized run's.
+#[test]
+fn free_dimension_overrides_fire_on_freed_input_dims() {
+    use oatest::graph::{DType, Dim, Graph, Model, Node, OpId, TensorType};
+    let mut g = Graph::new("free");
+    g.add_input("x", TensorType::new(DType::F32, &[1, 3, 4]));
+    g.add_input("y", TensorType::new(DType::F32, &[4, 7]));
+    g.add_node(Node::new("mm", OpId::onnx("MatMul"), vec!["x".into(), "y".into()], vec!["z".into()])).unwrap();
+    g.add_node(Node::new("r", OpId::onnx("Relu"), vec!["z".into()], vec!["out".into()])).unwrap();
+    g.add_output("out", TensorType::new(DType::F32, &[1, 3, 7]));
+    let mut m = Model::new(g);
+    let free = Config::parse("all+free_dims").unwrap();
+    let mut w = ort_worker();
+    let fired = |w: &mut Worker, m: &Model, c: &Config| {
+        let feeds = oatest::compiler::inputs::generate(&m.graph, 0).unwrap();
+        let o = w.run(&onnx::encode_model(m), &feeds, c);
+        assert_eq!(o.status, Status::Ok, "{c}: {}", o.status.message());
+        (o.passes_fired, o.outputs)
+    };
+    assert!(!fired(&mut w, &m, &free).0.iter().any(|p| p == "FreeDimensionOverrideTransformer"));
+    // 1, 3 and 4 are sizes the overrides name (n1, n3, n4); 7 is not
+    assert_eq!(m.graph.free_input_dims(&free.dim_overrides()), 4);
+    let x = m.graph.tensor_type("x").unwrap().shape.unwrap();
+    assert_eq!(x, [Dim::Sym("n1".into()), Dim::Sym("n3".into()), Dim::Sym("n4".into())]);
+    assert!(m.graph.has_symbolic_inputs());
+    let (passes, optimized) = fired(&mut w, &m, &free);
+    assert!(passes.iter().any(|p| p == "FreeDimensionOverrideTransformer"), "{passes:?}");
+    let (passes, reference) = fired(&mut w, &m, &Config::level(Level::Disable));
+    assert!(passes.is_empty(), "{passes:?}");
+    assert_eq!(optimized, reference);
+    let (passes, _) = fired(&mut w, &m, &Config::parse("all").unwrap());
+    assert!(!passes.iter().any(|p| p == "FreeDimensionOverrideTransformer"), "{passes:?}");
+}
+
 /// Seeds with ONNX Runtime's contrib ops (`oatest seeds gen --contrib`) declare the com.microsoft opset and run
 /// cleanly under ORT at every level, with the same results as the unoptimized run.
 #[test]
@@ -278,4 +315,54 @@ fn an_optimized_graph_with_fused_conv_and_z_feeds_back_as_a_seed() {
         &[Config::level(Level::Disable), Config::level(Level::All)],
     );
     assert!(runs.iter().all(|o| o.status == Status::Ok), "{:?}", runs.iter().map(|o| &o.status).collect::<Vec<_>>());
+}
+
+/// How many of the library's patterns of `pass` spliced into 32 generated seeds each, and in how many of those
+/// tests the pass fired (under `all`; a rewrite rule attributed by its own session). Seeds with odd indices hold
+/// an If, Loop or Scan, and the pattern goes into one of its bodies (whose other branch then yields a constant
+/// of the pattern's output type, strings too).
+fn splice_and_fire(pass: &str) -> (usize, usize) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("patterns/ort").join(pass);
+    let mut w = ort_worker();
+    let mut c = Config::level(Level::All);
+    (c.attribute_rules, c.rules_of_interest) = (true, vec![pass.to_string()]);
+    let (mut spliced, mut fired) = (0, 0);
+    for f in oatest::util::onnx_files(&dir).unwrap() {
+        let p = oatest::pattern::Pattern::load(&f).unwrap();
+        for i in 0..32u64 {
+            let cfg = oatest::seedgen::SeedConfig { control_flow: (i % 2) as f64, ..Default::default() };
+            let seed = oatest::seedgen::generate(7, i, &cfg);
+            let mut rng = oatest::seedgen::rng_for(7, i);
+            let spliced_model = match oatest::synth::branch::has_body(&seed) {
+                true => oatest::synth::branch::splice_into_body(&seed, &p, &mut rng, i),
+                false => oatest::synth::splice(&seed, &p, &mut rng, i, None),
+            };
+            let Ok((m, _)) = spliced_model else { continue };
+            spliced += 1;
+            let feeds = oatest::compiler::inputs::generate(&m.graph, i).unwrap();
+            let o = w.run(&onnx::encode_model(&m), &feeds, &c);
+            assert_eq!(o.status, Status::Ok, "{}: {}", f.display(), o.status.message());
+            fired += o.passes_fired.iter().any(|p| p == pass) as usize;
+        }
+    }
+    (spliced, fired)
+}
+
+/// LabelEncoderFusion's patterns (two ai.onnx.ml LabelEncoders on strings) splice into generated seeds, whose
+/// values are never strings, through a Cast to string placed after the shape bridges (ORT's shape ops take no
+/// strings), and the rule fires in the spliced tests.
+#[test]
+fn label_encoder_patterns_splice_through_a_cast_to_string_and_fire() {
+    let (spliced, fired) = splice_and_fire("LabelEncoderFusion");
+    assert!(spliced >= 48, "only {spliced} of 64 splices succeeded");
+    assert!(fired * 2 >= spliced, "LabelEncoderFusion fired in {fired} of {spliced} spliced tests");
+}
+
+/// WhereDummyDq's patterns, extracted from the transcription of ORT's WhereDummyDqTest graph
+/// (tests/data/ort-test-graphs), splice into generated seeds and fire there.
+#[test]
+fn where_dummy_dq_patterns_from_ort_s_test_graph_splice_and_fire() {
+    let (spliced, fired) = splice_and_fire("WhereDummyDq");
+    assert!(spliced >= 48, "only {spliced} of 64 splices succeeded");
+    assert!(fired * 2 >= spliced, "WhereDummyDq fired in {fired} of {spliced} spliced tests");
 }

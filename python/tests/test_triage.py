@@ -134,3 +134,32 @@ def test_a_minimized_model_loses_unused_functions_and_imports_and_passes_the_ful
     assert [n.op_type for n in reduced.graph.node] == ["Sigmoid"]
     assert not reduced.functions and {o.domain for o in reduced.opset_import} == {""}
     full_check(tmp_path / "bug" / "model.onnx")
+
+
+def test_a_bug_under_free_dimension_overrides_reduces_and_its_repro_sets_them(oatest, crash_bug, tmp_path):
+    """The same crash with the model's input dims freed to the names `all+free_dims` overrides (n1..n5, as a
+    campaign runs a test rotated to that configuration): reduction still works (the op catalog infers types at
+    the override sizes), the minimized model keeps its symbolic input dims, and repro.py and the report's snippet
+    set the overrides, so a maintainer runs what the campaign ran (FreeDimensionOverrideTransformer included)."""
+    import onnx
+
+    m = onnx.load(str(crash_bug.parent / "seeds" / "seed_23303.onnx"))
+    for i in m.graph.input:
+        for d in i.type.tensor_type.shape.dim:
+            if 1 <= d.dim_value <= 5:
+                d.dim_param = f"n{d.dim_value}"  # setting dim_param clears dim_value (a oneof)
+    onnx.save(m, str(tmp_path / "free.onnx"))
+    out = tmp_path / "bug"
+    oatest("reduce", tmp_path / "free.onnx", "--target", "ort", "--config", "disable", "--config", "all+free_dims",
+           "--out", out)
+    t = json.loads((out / "bug.json").read_text())["triage"]
+    assert t["nodes"] <= 5 < t["original_nodes"], t
+    reduced = onnx.load(str(out / "model.onnx"))
+    params = {d.dim_param for i in reduced.graph.input for d in i.type.tensor_type.shape.dim if d.dim_param}
+    assert params and params <= {f"n{k}" for k in range(1, 6)}, reduced.graph.input
+    text = (out / "repro.py").read_text()
+    assert '"free_dims": [' in text and '"n3",' in text, text[:2000]
+    p = run_repro(out / "repro.py")
+    assert p.returncode == 1 and "REPRODUCED: crash" in p.stdout, p.stdout + p.stderr
+    snippet = report_snippet((out / "report.md").read_text())
+    assert 'so.add_free_dimension_override_by_name("n3", 3)' in snippet, snippet

@@ -91,6 +91,21 @@ impl Done {
     }
 }
 
+/// A test whose rotated configuration overrides free dimensions (`compiler::FREE_DIM`) runs, under every
+/// configuration, with its graph inputs' dims of the overridden sizes freed (named as the overrides), so that
+/// FreeDimensionOverrideTransformer has dims to fix; the test, and a finding of it, hold that model. A recipe,
+/// an unreadable model or one without such dims stays as it is.
+pub(super) fn free_dims(test: &mut Test, config: &Config) {
+    let overrides = config.dim_overrides();
+    if overrides.is_empty() || test.is_recipe() {
+        return;
+    }
+    let Ok(mut m) = crate::graph::onnx::decode_model(&test.model) else { return };
+    if m.graph.free_input_dims(&overrides) > 0 {
+        test.model = crate::graph::onnx::encode_model(&m);
+    }
+}
+
 /// What the oracle should know about a test's model: its graph's quantized values (for a Relax recipe, its seed
 /// graph's); none when the model cannot be read. Cheap: a model naming no quantizing op is not decoded, and its
 /// other hints (precision carried by casts) are computed only when a test shows an inconsistency
@@ -131,6 +146,9 @@ pub(super) fn execute(
         let mut all = Done::new(job.test, true);
         all.gen_sec = job.gen_sec;
         all.wait_sec = waited.elapsed().as_secs_f64();
+        if let Some(extra) = rotation.extra(all.test.id) {
+            free_dims(&mut all.test, extra);
+        }
         let hints = hints(&all.test);
         let mut references: Vec<Outcome> = Vec::new();
         for (k, w) in lane.iter_mut().enumerate() {

@@ -7,7 +7,8 @@ use anyhow::Context;
 use rand::{Rng as _, SeedableRng};
 use std::path::Path;
 
-/// Value of a symbolic dimension when inputs are generated.
+/// Value of a symbolic dimension when inputs are generated (one a named configuration overrides takes the
+/// override's size: `named::free_dim_size`).
 pub const SYM_DIM: i64 = 1;
 
 /// Which values an input should take, from what reads it.
@@ -62,7 +63,7 @@ pub fn generate(g: &Graph, seed: u64) -> anyhow::Result<Vec<NamedTensor>> {
             .iter()
             .map(|d| match d {
                 Dim::Fixed(n) => (*n).max(0) as usize,
-                Dim::Sym(_) => SYM_DIM as usize,
+                Dim::Sym(name) => super::named::free_dim_size(name).unwrap_or(SYM_DIM) as usize,
             })
             .collect();
         let n: usize = dims.iter().product();

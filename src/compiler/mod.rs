@@ -68,6 +68,11 @@ pub struct Config {
     pub options: Vec<(String, String)>,
 }
 
+/// The key prefix of a free-dimension override among a configuration's `options`: `free_dim:NAME=SIZE` is not a
+/// session configuration entry but ORT's `AddFreeDimensionOverrideByName(NAME, SIZE)` (what enables its
+/// FreeDimensionOverrideTransformer); carried with the entries so that every stage passes it on unchanged.
+pub const FREE_DIM: &str = "free_dim:";
+
 impl Config {
     pub fn level(level: Level) -> Config {
         Config {
@@ -127,6 +132,14 @@ impl Config {
             other => anyhow::bail!("config '{s}': unknown level '{other}' (disable, basic, extended, layout, all)"),
         };
         anyhow::ensure!(threads >= 1, "config '{s}': threads must be >= 1");
+        for (k, v) in &options {
+            if let Some(name) = k.strip_prefix(FREE_DIM) {
+                anyhow::ensure!(
+                    !name.is_empty() && v.parse::<i64>().is_ok_and(|n| n >= 0),
+                    "config '{s}': '{k}={v}' is no free-dimension override ({FREE_DIM}NAME=SIZE, SIZE >= 0)"
+                );
+            }
+        }
         Ok(Config {
             level,
             disabled,
@@ -136,6 +149,21 @@ impl Config {
             save_optimized: None,
             options,
         })
+    }
+}
+
+impl Config {
+    /// The session configuration entries proper (`options` without the free-dimension overrides).
+    pub fn session_entries(&self) -> impl Iterator<Item = &(String, String)> {
+        self.options.iter().filter(|(k, _)| !k.starts_with(FREE_DIM))
+    }
+
+    /// The free-dimension overrides, (dim_param name, size), in order.
+    pub fn dim_overrides(&self) -> Vec<(String, i64)> {
+        self.options
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(FREE_DIM)?.to_string(), v.parse().ok()?)))
+            .collect()
     }
 }
 
@@ -431,5 +459,11 @@ mod tests {
         let spelled = Config::parse("all:optimization.enable_gelu_approximation=1").unwrap();
         assert_eq!(spelled.to_string(), "all+gelu_approx");
         assert!(Config::parse("all+nonexistent").is_err());
+        let d = Config::parse("all:free_dim:n2=2;a=b").unwrap();
+        assert_eq!(d.dim_overrides(), [("n2".to_string(), 2)]);
+        assert_eq!(d.session_entries().collect::<Vec<_>>(), [&("a".to_string(), "b".to_string())]);
+        assert_eq!(Config::parse(&d.to_string()).unwrap(), d);
+        assert!(Config::parse("all:free_dim:n2=two").is_err());
+        assert!(Config::parse("all:free_dim:=2").is_err());
     }
 }

@@ -3,7 +3,9 @@
 //! rotation of extra configurations a default ORT campaign adds.
 
 use super::{Config, Level};
+use crate::graph::{Dim, Graph, TensorType, ValueType};
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 /// The embedded data file (its path in the repository, for messages).
@@ -63,6 +65,11 @@ fn file() -> &'static File {
                     "{FILE}: {}: '{e}' is not key=value",
                     n.name
                 );
+                assert!(
+                    e.split_once('=').is_none_or(|(k, v)| !k.starts_with(super::FREE_DIM) || v.parse::<i64>().is_ok()),
+                    "{FILE}: {}: '{e}' gives a free dimension no integer size",
+                    n.name
+                );
             }
         }
         f
@@ -117,6 +124,36 @@ pub fn min_atol(config: &Config) -> Option<f64> {
 /// The approximations `config` makes by design (see [`Named::approximates`]), in the data file's order.
 pub fn approximations(config: &Config) -> Vec<String> {
     of(config).iter().flat_map(|n| n.approximates.iter().cloned()).collect()
+}
+
+/// The size a named configuration overrides the symbolic dim `name` to (`free_dim:NAME=SIZE`), if one does: what
+/// generated inputs give that dim, so that a session with the override accepts them.
+pub fn free_dim_size(name: &str) -> Option<i64> {
+    let key = format!("{}{name}", super::FREE_DIM);
+    all().iter().flat_map(|n| n.pairs()).find(|(k, _)| *k == key).and_then(|(_, v)| v.parse().ok())
+}
+
+/// `g` with every symbolic graph-input dim a named configuration overrides at its size: what the op catalog,
+/// whose shapes are static, infers types on (triage's reduction of a test with freed input dims); `g` itself
+/// when it has no named symbolic input dims.
+pub fn at_override_sizes(g: &Graph) -> Cow<'_, Graph> {
+    if !g.has_symbolic_inputs() {
+        return Cow::Borrowed(g);
+    }
+    let mut fixed = g.clone();
+    for input in &g.inputs {
+        if let Some(ValueType::Tensor(TensorType { shape: Some(dims), .. })) = fixed.types.get_mut(input) {
+            for d in dims.iter_mut() {
+                if let Some(size) = match d {
+                    Dim::Sym(name) => free_dim_size(name),
+                    Dim::Fixed(_) => None,
+                } {
+                    *d = Dim::Fixed(size);
+                }
+            }
+        }
+    }
+    Cow::Owned(fixed)
 }
 
 /// The rotation of extra optimized configurations for a target of `version` (ORT_ENABLE_LAYOUT needs 1.22).
@@ -180,5 +217,12 @@ mod tests {
         assert!(!compared(&Config::parse("all+cast_chain").unwrap()));
         assert!(compared(&Config::parse("all").unwrap()));
         assert!(lookup("nope").is_err());
+        let free = Config::parse("all+free_dims").unwrap();
+        assert!(!free.dim_overrides().is_empty());
+        assert_eq!(free.to_string(), "all+free_dims");
+        for (name, size) in free.dim_overrides() {
+            assert_eq!(free_dim_size(&name), Some(size));
+        }
+        assert!(rotation("1.31.1").contains(&free));
     }
 }

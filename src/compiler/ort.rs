@@ -138,8 +138,11 @@ impl OrtTarget {
             }
             b = b.with_disabled_optimizers(names.join(";"))?;
         }
-        for (k, v) in &config.options {
+        for (k, v) in config.session_entries() {
             b = b.with_config_entry(k, v)?;
+        }
+        for (name, size) in config.dim_overrides() {
+            b = b.with_dimension_override(name, size)?;
         }
         if let Some(p) = &config.save_optimized {
             b = b.with_optimized_model_path(p)?;

@@ -172,6 +172,36 @@ impl Graph {
         }
     }
 
+    /// Frees fixed dims of the graph inputs (initializers aside): a dim whose size one of `names` gives, as
+    /// (dim_param, size), becomes that symbolic dim; what the graph computes on inputs of those sizes is
+    /// unchanged. Returns how many dims it freed.
+    pub fn free_input_dims(&mut self, names: &[(String, i64)]) -> usize {
+        let mut freed = 0;
+        for input in self.inputs.iter().filter(|i| !self.initializers.contains_key(*i)) {
+            let Some(ValueType::Tensor(TensorType { shape: Some(dims), .. })) = self.types.get_mut(input) else {
+                continue;
+            };
+            for d in dims.iter_mut() {
+                if let super::Dim::Fixed(n) = d {
+                    if let Some((name, _)) = names.iter().find(|(_, size)| size == n) {
+                        *d = super::Dim::Sym(name.clone());
+                        freed += 1;
+                    }
+                }
+            }
+        }
+        freed
+    }
+
+    /// Whether a graph input (initializers aside) has a named symbolic dim.
+    pub fn has_symbolic_inputs(&self) -> bool {
+        self.inputs.iter().filter(|i| !self.initializers.contains_key(*i)).any(|i| {
+            self.tensor_type(i)
+                .and_then(|t| t.shape)
+                .is_some_and(|s| s.iter().any(|d| matches!(d, super::Dim::Sym(n) if !n.is_empty())))
+        })
+    }
+
     /// Values its nodes read (subgraphs included) that it does not define itself: what a subgraph takes from
     /// its enclosing graphs. Empty for a closed graph.
     pub fn outer_reads(&self) -> std::collections::BTreeSet<String> {

@@ -140,9 +140,16 @@ impl<'a> Draft<'a> {
     }
 }
 
-/// Random values suited to `dtype`: floats mostly in [-3, 3] with a few edge values, small integers, random bools.
+/// Random values suited to `dtype`: floats mostly in [-3, 3] with a few edge values, small integers, random bools,
+/// strings `s0`..`s2` (a branch's constant output where a spliced pattern yields strings). Other dtypes without a
+/// fixed size are not modelled: callers pass catalog types only.
 pub fn random_tensor(rng: &mut Rng, dtype: DType, dims: &[usize]) -> Tensor {
     let n: usize = dims.iter().product();
+    if dtype == DType::Str {
+        let data = (0..n).map(|_| format!("s{}", rng.random_range(0..3)).into_bytes()).collect();
+        let dims = dims.iter().map(|&d| d as i64).collect();
+        return Tensor { dtype, dims, data: crate::graph::TensorData::Strings(data) };
+    }
     let v: Vec<f64> = (0..n)
         .map(|_| match dtype {
             d if d.is_float() => {

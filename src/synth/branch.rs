@@ -112,6 +112,9 @@ pub fn splice_into_body(seed: &Model, p: &Pattern, rng: &mut Rng, tag: u64) -> R
 /// Adds an output of type `t` to a branch: a constant passed through Identity.
 fn yield_constant(branch: &mut Graph, t: &TensorType, name: &str, rng: &mut Rng) -> Result<(), String> {
     let dims = t.dims().ok_or_else(|| format!("output type {t} is not static"))?;
+    if t.dtype.size().is_none() && t.dtype != crate::graph::DType::Str {
+        return Err(format!("no constant of type {t} for the other branch"));
+    }
     let c = format!("{name}_c");
     branch.add_initializer(&c, random_tensor(rng, t.dtype, &dims));
     let id = Node::new(format!("{name}_id"), OpId::onnx("Identity"), vec![c], vec![name.to_string()]);

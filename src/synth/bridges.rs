@@ -33,13 +33,17 @@ fn ty(dtype: DType, d: &[usize]) -> TensorType {
     TensorType::new(dtype, d)
 }
 
-/// Cast to the wanted dtype (first, so every later shape op runs on a type ORT supports for it).
+/// Cast to the wanted dtype (first, so every later shape op runs on a type ORT supports for it; to a string
+/// last, once the shape is the wanted one: ORT's shape ops take no strings).
 pub struct CastBridge;
 impl Bridge for CastBridge {
     fn name(&self) -> &'static str {
         "cast"
     }
     fn step(&self, cur: &TensorType, want: &TensorType, _: &mut Rng) -> Option<Step> {
+        if want.dtype == DType::Str && cur.shape != want.shape {
+            return None;
+        }
         (cur.dtype != want.dtype).then(|| Step {
             op: "Cast",
             consts: vec![],

@@ -244,8 +244,9 @@ impl SynthSource {
             return;
         }
         let Ok(m) = onnx::decode_model(&test.model) else { return };
-        // a test at an older opset than the seeds' is no base for patterns written at theirs
-        if m.opset() < self.cfg.opset {
+        // a test at an older opset than the seeds' is no base for patterns written at theirs, nor one whose
+        // inputs have symbolic dims (freed for a free-dimension override): splicing wants fixed dims
+        if m.opset() < self.cfg.opset || m.graph.has_symbolic_inputs() {
             return;
         }
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());

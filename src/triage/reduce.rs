@@ -3,6 +3,7 @@
 //! constants dropped) and type-checked before the check sees it; greedy rounds repeat to a fixpoint, and the
 //! result loses the local functions and opset imports it no longer uses when the check allows.
 
+use crate::compiler::named::at_override_sizes;
 use crate::compiler::{inputs, NamedTensor};
 use crate::graph::{DType, Dim, Model, NodeId, Tensor, TensorData, TensorType, ValueType};
 use std::collections::{HashMap, HashSet};
@@ -200,7 +201,7 @@ fn ancestors(c: &Case, id: NodeId) -> usize {
 /// Applies an edit; `None` when it does not apply or leaves an invalid graph.
 pub fn apply(c: &Case, edit: &Edit, values: &HashMap<String, Tensor>) -> Option<Case> {
     let mut next = c.clone();
-    let types = crate::ops::infer_types(&c.model.graph, false).ok()?;
+    let types = crate::ops::infer_types(&at_override_sizes(&c.model.graph), false).ok()?;
     let g = &mut next.model.graph;
     match edit {
         Edit::KeepOnly(v) => {
@@ -283,7 +284,7 @@ pub fn apply(c: &Case, edit: &Edit, values: &HashMap<String, Tensor>) -> Option<
             g.types.insert(input.clone(), TensorType { dtype: old.dtype, shape: Some(shape) }.into());
             let keep: HashSet<String> = g.inputs.iter().cloned().collect();
             g.types.retain(|k, _| keep.contains(k));
-            let inferred = crate::ops::infer_types(g, true).ok()?;
+            let inferred = crate::ops::infer_types(&at_override_sizes(g), true).ok()?;
             for o in g.outputs.clone() {
                 g.types.insert(o.clone(), inferred.get(&o)?.clone().into());
             }
@@ -293,7 +294,7 @@ pub fn apply(c: &Case, edit: &Edit, values: &HashMap<String, Tensor>) -> Option<
         Edit::BypassInBody { node, body, inner } => super::reduce_cf::bypass_in_body(g, *node, body, *inner, &types)?,
     }
     tidy(&mut next);
-    crate::ops::check_graph(&next.model.graph, false).ok()?;
+    crate::ops::check_graph(&at_override_sizes(&next.model.graph), false).ok()?;
     Some(next)
 }
 

@@ -172,8 +172,10 @@ fn retype(g: &mut Graph) -> Option<()> {
     }
     let declared: Vec<String> = g.types.keys().cloned().collect();
     g.types.retain(|k, _| keep.contains(k));
-    let inferred = crate::ops::infer_types(g, false).ok()?;
-    for v in declared.iter().chain(g.outputs.clone().iter()) {
+    // inputs keep their declared types (symbolic dims freed for a free-dimension override stay symbolic)
+    let inferred = crate::ops::infer_types(&crate::compiler::named::at_override_sizes(g), false).ok()?;
+    let retyped: Vec<String> = declared.iter().chain(&g.outputs).filter(|v| !g.inputs.contains(v)).cloned().collect();
+    for v in &retyped {
         if let Some(t) = inferred.get(v) {
             g.types.insert(v.clone(), t.clone().into());
         }

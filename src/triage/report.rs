@@ -209,8 +209,10 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -
         "config": t.config,
         "level": config.level.name(),
         "disabled": config.disabled,
-        // session configuration entries (a named configuration's, e.g. all+gelu_approx)
-        "entries": config.options,
+        // session configuration entries (a named configuration's, e.g. all+gelu_approx), and free-dimension
+        // overrides (all+free_dims: add_free_dimension_override_by_name)
+        "entries": config.session_entries().collect::<Vec<_>>(),
+        "free_dims": config.dim_overrides(),
         "culprits": t.culprits,
         "threads": config.threads,
         "options": config.options,

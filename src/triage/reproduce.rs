@@ -325,7 +325,8 @@ impl<'w> Reproducer<'w> {
 
     /// The reference value of every typed intermediate value of a case (one run with all of them exposed).
     pub fn values(&mut self, case: &Case) -> HashMap<String, Tensor> {
-        let Ok(types) = crate::ops::infer_types(&case.model.graph, false) else { return HashMap::new() };
+        let graph = crate::compiler::named::at_override_sizes(&case.model.graph);
+        let Ok(types) = crate::ops::infer_types(&graph, false) else { return HashMap::new() };
         let mut m: Model = case.model.clone();
         let g = &mut m.graph;
         let ids: Vec<_> = g.node_ids().collect();

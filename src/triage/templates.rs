@@ -32,8 +32,11 @@ fn ort_settings(config: &Config, disabled: &[String]) -> String {
     if config.threads != 1 {
         let _ = writeln!(s, "so.intra_op_num_threads = {}", config.threads);
     }
-    for (k, v) in &config.options {
+    for (k, v) in config.session_entries() {
         let _ = writeln!(s, "so.add_session_config_entry(\"{k}\", \"{v}\")");
+    }
+    for (name, size) in config.dim_overrides() {
+        let _ = writeln!(s, "so.add_free_dimension_override_by_name(\"{name}\", {size})");
     }
     if !disabled.is_empty() {
         let _ = writeln!(
