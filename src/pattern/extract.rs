@@ -159,7 +159,7 @@ pub fn make_pattern(
 }
 
 /// Concrete types of every value, from declarations and from one unoptimized run with every node output
-/// exposed as a graph output.
+/// exposed as a graph output (from the catalog's inference when that run fails).
 pub fn value_types(w: &mut Worker, m: &Model, feeds: &[NamedTensor]) -> HashMap<String, TensorType> {
     let g = &m.graph;
     let mut types: HashMap<String, TensorType> = HashMap::new();
@@ -190,6 +190,18 @@ pub fn value_types(w: &mut Worker, m: &Model, feeds: &[NamedTensor]) -> HashMap<
     if o.status == Status::Ok {
         for t in o.outputs {
             types.insert(t.name, t.tensor.ty());
+        }
+        return types;
+    }
+    // a model whose run fails on these inputs (an integer Div by a zero its Cast made: fusion/div_mul.onnx) is
+    // typed by the catalog, its inputs taking the fed shapes; ops the catalog does not know keep declared types
+    let mut fed = g.clone();
+    for f in feeds {
+        fed.types.insert(f.name.clone(), ValueType::Tensor(f.tensor.ty()));
+    }
+    if let Ok(inferred) = crate::ops::infer_types(&fed, false) {
+        for (n, t) in inferred.into_iter().filter(|(_, t)| t.dims().is_some()) {
+            types.entry(n).or_insert(t);
         }
     }
     types
@@ -227,7 +239,6 @@ pub fn extract_model(
         return Ok(res);
     }
     let types = value_types(w, &model, &feeds);
-    let version = w.info.version.clone();
     for pass in passes {
         res.pairs.push(pass.clone());
         let Some(optimized) = isolate(w, bytes, &fired, pass, tmp) else {
@@ -246,24 +257,69 @@ pub fn extract_model(
                 break;
             }
             let nodes = expand(&model.graph, &region, gran);
-            let Some(g) = cut(&model.graph, &nodes, &types) else {
-                res.rejected += 1;
-                continue;
-            };
-            let consumed = consume_outputs(&g);
-            let p = make_pattern(&model, g, pass, gran, &version, provenance.clone());
-            if verify(w, &p) {
+            if let Some(p) = cut_verified(w, &model, &nodes, &types, pass, gran, provenance) {
                 res.patterns.push(p);
                 continue;
             }
-            // a fusion that refuses to rewrite a node producing a graph output fires once the outputs are read
-            match consumed.map(|g| make_pattern(&model, g, pass, gran, &version, provenance.clone())) {
-                Some(q) if verify(w, &q) => res.patterns.push(q),
-                _ => res.rejected += 1,
+            // a block holding readers the pass only rewired (EliminateSlice's next Slice, whose ends a graph input
+            // gives) is cut again without them, with the rewritten nodes' producers (a removal needs its input
+            // produced by a node): a subgraph pattern without the rewired readers
+            let core = core_subgraph(&model.graph, &region, &rewired(&model.graph, &optimized.graph, &region));
+            match (gran == Granularity::Block && core.iter().any(|id| !nodes.contains(id)))
+                .then(|| cut_verified(w, &model, &core, &types, pass, Granularity::Subgraph, provenance))
+                .flatten()
+            {
+                Some(p) => res.patterns.push(p),
+                None => res.rejected += 1,
             }
         }
     }
     Ok(res)
+}
+
+/// The pattern cut from `nodes`, if it fires its pass: as cut, else with its outputs read by one more node (a
+/// fusion that refuses to rewrite a node producing a graph output fires once the outputs are read).
+fn cut_verified(
+    w: &mut Worker,
+    model: &Model,
+    nodes: &BTreeSet<NodeId>,
+    types: &HashMap<String, TensorType>,
+    pass: &str,
+    gran: Granularity,
+    provenance: &Provenance,
+) -> Option<Pattern> {
+    let g = cut(&model.graph, nodes, types)?;
+    let consumed = consume_outputs(&g);
+    let version = w.info.version.clone();
+    let p = make_pattern(model, g, pass, gran, &version, provenance.clone());
+    if verify(w, &p) {
+        return Some(p);
+    }
+    consumed.map(|g| make_pattern(model, g, pass, gran, &version, provenance.clone())).filter(|q| verify(w, q))
+}
+
+/// Nodes of `region` the rewrite only rewired: the optimized graph holds a node of the same op and attributes
+/// with the same outputs (a removal makes the removed node's readers read its input instead).
+pub fn rewired(original: &Graph, optimized: &Graph, region: &[NodeId]) -> BTreeSet<NodeId> {
+    let key = |g: &Graph, id: NodeId| {
+        let n = g.node(id);
+        (n.op.clone(), n.outputs.clone(), format!("{:?}", n.attrs))
+    };
+    let kept: HashSet<_> = optimized.node_ids().map(|id| key(optimized, id)).collect();
+    region.iter().copied().filter(|&id| kept.contains(&key(original, id))).collect()
+}
+
+/// The nodes of `region` the pass rewrote (not only `rewired`), with their producers.
+pub fn core_subgraph(original: &Graph, region: &[NodeId], rewired: &BTreeSet<NodeId>) -> BTreeSet<NodeId> {
+    let core: Vec<NodeId> = region.iter().copied().filter(|id| !rewired.contains(id)).collect();
+    if core.is_empty() {
+        return BTreeSet::new();
+    }
+    let mut set: BTreeSet<NodeId> = core.iter().copied().collect();
+    for &id in &core {
+        set.extend(original.node(id).inputs.iter().filter_map(|i| original.producer(i)).map(|o| o.node));
+    }
+    set
 }
 
 /// The graph with every output a node produces read by one more node (`Abs`, `Not` for bool), the output keeping

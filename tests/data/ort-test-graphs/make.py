@@ -1,0 +1,117 @@
+"""Writes ONNX models transcribed from ONNX Runtime's C++ optimizer tests (MIT, see NOTICE), which build their
+graphs in code with ModelTestBuilder: one small builder per test, the model named `<test file>/<TEST name>.onnx`
+so that a pattern extracted from it names its test. Initializers the test draws at random (`MakeInitializer<float>
+(shape, -1, 1)`) are drawn here with a fixed seed. Run: .venv/bin/python tests/data/ort-test-graphs/make.py
+(rewrites the .onnx files beside it); `oatest extract ort --models tests/data/ort-test-graphs` extracts them."""
+
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RNG = np.random.default_rng(0)
+
+
+def init(name, values, dtype=np.float32, shape=None):
+    a = np.asarray(values, dtype=dtype)
+    if shape is not None:
+        a = a.reshape(shape)
+    return onnx.numpy_helper.from_array(a, name)
+
+
+def uniform(name, shape):
+    return init(name, RNG.uniform(-1.0, 1.0, size=shape))
+
+
+def tensor(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def save(path, nodes, inputs, outputs, inits, opset, ms=False):
+    g = helper.make_graph(nodes, os.path.splitext(os.path.basename(path))[0], inputs, outputs, inits)
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid("com.microsoft", 1)] if ms else [])
+    m = helper.make_model(g, opset_imports=opsets, producer_name="oatest ort-test-graphs")
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    full = os.path.join(HERE, path)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    onnx.save(m, full)
+
+
+def slice_concat_to_space_to_depth():
+    # graph_transform_test.cc, TEST_F(GraphTransformationTests, SliceConcatToSpaceToDepthFusionTest), opset 13
+    inits = [init("axes_hw", [2, 3], np.int64), init("steps2", [2, 2], np.int64)]
+    nodes = []
+    for k, (h, w) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
+        inits += [init(f"starts{h}{w}", [h, w], np.int64), init(f"ends{h}{w}", [8, 8], np.int64)]
+        nodes.append(helper.make_node("Slice", ["input", f"starts{h}{w}", f"ends{h}{w}", "axes_hw", "steps2"],
+                                      [f"slice{h}{w}_out"]))
+    nodes.append(helper.make_node("Concat", [f"slice{h}{w}_out" for h, w in [(0, 0), (0, 1), (1, 0), (1, 1)]],
+                                  ["concat_out"], axis=1))
+    nodes.append(helper.make_node("Identity", ["concat_out"], ["output"]))
+    save("graph_transform_test.cc/SliceConcatToSpaceToDepthFusionTest.onnx", nodes,
+         [tensor("input", TensorProto.FLOAT, [1, 3, 8, 8])], [tensor("output", TensorProto.FLOAT, [1, 12, 4, 4])],
+         inits, 13)
+
+
+def gather_to_slice():
+    # graph_transform_test.cc, TEST_F(GraphTransformationTests, GatherToSliceFusion): opset 12 with int32
+    # indices, opset 14 with int64
+    for opset, dtype, tag in [(12, np.int32, "int32"), (14, np.int64, "int64")]:
+        inits = [init("range_input_1", 0, dtype), init("range_input_2", 8, dtype), init("range_input_3", 1, dtype)]
+        nodes = [helper.make_node("Range", ["range_input_1", "range_input_2", "range_input_3"], ["range_output"]),
+                 helper.make_node("Gather", ["data_arg", "range_output"], ["gather_output"], axis=2)]
+        save(f"graph_transform_test.cc/GatherToSliceFusion.opset{opset}_{tag}.onnx", nodes,
+             [tensor("data_arg", TensorProto.FLOAT, [8, 8, 8, 8])],
+             [tensor("gather_output", TensorProto.FLOAT, [8, 8, 8, 8])], inits, opset)
+
+
+def bias_skip_layer_norm():
+    # graph_transform_test_layernorm.cc, TEST_F(GraphTransformationTests, BiasSkipLayerNormFusion_AddAtInput0),
+    # opset 17
+    inits = [uniform("matmul_b", [8, 4]), init("gamma", [1.0] * 4), init("beta", [0.0] * 4),
+             init("bias", [0.1, 0.2, 0.3, 0.4])]
+    nodes = [helper.make_node("MatMul", ["matmul_a", "matmul_b"], ["matmul_out"]),
+             helper.make_node("Add", ["matmul_out", "bias"], ["add_out"]),
+             helper.make_node("SkipLayerNormalization", ["add_out", "skip", "gamma", "beta"], ["sln_out"],
+                              domain="com.microsoft")]
+    save("graph_transform_test_layernorm.cc/BiasSkipLayerNormFusion_AddAtInput0.onnx", nodes,
+         [tensor("matmul_a", TensorProto.FLOAT, [2, 4, 8]), tensor("skip", TensorProto.FLOAT, [2, 4, 4])],
+         [tensor("sln_out", TensorProto.FLOAT, [2, 4, 4])], inits, 17, ms=True)
+
+
+def bias_skip_layer_norm_with_cast():
+    # graph_transform_test_layernorm.cc, TEST_F(GraphTransformationTests, BiasSkipLayerNormFusion_WithCast), opset 17
+    inits = [init("matmul_b", RNG.uniform(-1.0, 1.0, size=[8, 4]), np.float16), init("gamma", [1.0] * 4),
+             init("beta", [0.0] * 4), init("bias", [0.1, 0.2, 0.3, 0.4])]
+    nodes = [helper.make_node("MatMul", ["matmul_a", "matmul_b"], ["matmul_out"]),
+             helper.make_node("Cast", ["matmul_out"], ["cast_out"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["cast_out", "bias"], ["add_out"]),
+             helper.make_node("SkipLayerNormalization", ["add_out", "skip", "gamma", "beta"], ["sln_out"],
+                              domain="com.microsoft")]
+    save("graph_transform_test_layernorm.cc/BiasSkipLayerNormFusion_WithCast.onnx", nodes,
+         [tensor("matmul_a", TensorProto.FLOAT16, [2, 4, 8]), tensor("skip", TensorProto.FLOAT, [2, 4, 4])],
+         [tensor("sln_out", TensorProto.FLOAT, [2, 4, 4])], inits, 17, ms=True)
+
+
+def relu_quant():
+    # qdq_transformer_test.cc, TEST(QDQTransformerTests, ReluQuantFusion_Level2Only), opset 18, its fusing case
+    # (zero point -128; AddDequantizeLinearNode/AddQuantizeLinearNode take scalar scale and zero point initializers)
+    inits = [init("scale", 1.0), init("zp", -128, np.int8)]
+    nodes = [helper.make_node("DequantizeLinear", ["input", "scale", "zp"], ["dq_output"]),
+             helper.make_node("Relu", ["dq_output"], ["relu_output"]),
+             helper.make_node("QuantizeLinear", ["relu_output", "scale", "zp"], ["q_output"]),
+             helper.make_node("DequantizeLinear", ["q_output", "scale", "zp"], ["output"])]
+    save("qdq_transformer_test.cc/ReluQuantFusion_Level2Only.onnx", nodes,
+         [tensor("input", TensorProto.INT8, [1, 2, 2, 2])], [tensor("output", TensorProto.FLOAT, [1, 2, 2, 2])],
+         inits, 18)
+
+
+if __name__ == "__main__":
+    slice_concat_to_space_to_depth()
+    gather_to_slice()
+    bias_skip_layer_norm()
+    bias_skip_layer_norm_with_cast()
+    relu_quant()
