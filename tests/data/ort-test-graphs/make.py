@@ -2,15 +2,18 @@
 graphs in code with ModelTestBuilder: one small builder per test, the model named `<test file>/<TEST name>.onnx`
 so that a pattern extracted from it names its test. Initializers the test draws at random (`MakeInitializer<float>
 (shape, -1, 1)`) are drawn here with a fixed seed. Run: .venv/bin/python tests/data/ort-test-graphs/make.py
-(rewrites the .onnx files beside it); `oatest extract ort --models tests/data/ort-test-graphs` extracts them."""
+(rewrites the .onnx files beside it, or below the directory given as its argument); `oatest extract ort --models
+tests/data/ort-test-graphs` extracts them."""
 
 import os
+import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = sys.argv[1] if len(sys.argv) > 1 else HERE
 RNG = np.random.default_rng(0)
 
 
@@ -35,7 +38,7 @@ def save(path, nodes, inputs, outputs, inits, opset, ms=False):
     m = helper.make_model(g, opset_imports=opsets, producer_name="oatest ort-test-graphs")
     m.ir_version = 8
     onnx.checker.check_model(m)
-    full = os.path.join(HERE, path)
+    full = os.path.join(OUT, path)
     os.makedirs(os.path.dirname(full), exist_ok=True)
     onnx.save(m, full)
 
