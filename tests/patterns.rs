@@ -255,3 +255,106 @@ fn patterns_that_fire_only_at_their_own_opset_make_tests_at_that_opset_that_fire
         assert!(made >= 20 && fired * 2 >= made, "{fired} of {made} tests fired {pass}");
     }
 }
+
+#[test]
+fn div_mul_and_slice_elimination_models_yield_patterns_campaigns_can_splice() {
+    // fusion/div_mul.onnx fails to run on generated inputs (an int64 Div by a zero its Cast made): extraction types
+    // it by the catalog instead. slice-v11-elim.onnx's rewritten block holds the next Slice, whose ends a graph
+    // input gives (the catalog wants them constant): it is cut again without that reader. div_mul.onnx's pass
+    // call rewrote unconnected regions: each is cut on its own
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(models.join("fusion")).unwrap();
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ort-transform-testdata");
+    for f in ["fusion/div_mul.onnx", "slice-v11-elim.onnx"] {
+        std::fs::copy(corpus.join(f), models.join(f)).unwrap();
+    }
+    let out = dir.path().join("lib");
+    let (mo, o) = (models.to_str().unwrap(), out.to_str().unwrap());
+    let run = oatest(&["extract", "ort", "--models", mo, "--out", o, "--jobs", "1", "--upgrade-opset", "0"]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let div_mul = patterns_of(&out, "DivMulFusion");
+    assert!(!div_mul.is_empty(), "{}", String::from_utf8_lossy(&run.stdout));
+    // the pass call rewrote the float and float16 pairs (one region: ORT's always-on cast handling removes the
+    // Cast between them) and the int64 pair, not connected to them through rewritten nodes: one pattern per
+    // region, the int64 pair alone with its divisor an open input, and none holding both regions
+    let ops = |p: &Pattern, op: &str| {
+        let g = &p.model.graph;
+        g.node_ids().filter(|&id| g.node(id).op.name == op).count()
+    };
+    let int64_pair = |p: &Pattern| {
+        let g = &p.model.graph;
+        g.node_count() == 2
+            && (ops(p, "Div"), ops(p, "Mul")) == (1, 1)
+            && g.node_ids().map(|id| g.node(id)).any(|n| {
+                n.op.name == "Div"
+                    && g.inputs.contains(&n.inputs[1])
+                    && g.tensor_type(&n.inputs[1]).is_some_and(|t| t.dtype == DType::I64)
+            })
+    };
+    assert!(div_mul.iter().any(int64_pair), "a block of the int64 pair alone, dividing by a graph input");
+    assert!(div_mul.iter().all(|p| ops(p, "Div") <= 2), "the three pairs together are not kept");
+    // the int64 pair's subgraph divides by a Cast of a float input, which is 0 for inputs in (-1, 1): refused
+    assert!(!div_mul.iter().any(|p| ops(p, "Div") == 1 && ops(p, "Cast") == 1), "no pattern divides by its own Cast");
+    // tests built on the int64 pair are valid: its divisor is fed a fresh input, kept positive, not a seed value
+    use oatest::compiler::{Config, Level, Status};
+    use oatest::synth::source::{SynthSource, TestSource};
+    let mut spec = WorkerSpec::new(TargetKind::Ort).unwrap();
+    spec.exe = PathBuf::from(env!("CARGO_BIN_EXE_oatest"));
+    let mut w = Worker::start(spec.clone()).expect("ORT worker (run scripts/setup.sh)");
+    let pair: Vec<Pattern> = div_mul.into_iter().filter(int64_pair).collect();
+    let (usable, lost) = oatest::synth::usable::usable_ort_patterns(&spec, 1, pair, 20).unwrap();
+    assert!(!usable.is_empty(), "{lost:?}");
+    let cfg = oatest::seedgen::SeedConfig { contrib: true, ..Default::default() };
+    let src = SynthSource::new(3, cfg, usable, Default::default(), 1);
+    let mut made = 0;
+    for id in 0..32 {
+        let Ok(t) = src.make(id) else { continue };
+        made += 1;
+        let o = w.run(&t.model, &t.inputs, &Config::level(Level::Disable));
+        assert_eq!(o.status, Status::Ok, "test {id} on the int64 pair is valid");
+    }
+    assert!(made >= 24, "{made} tests made");
+    let slices = patterns_of(&out, "EliminateSlice");
+    let constant_ends = |p: &Pattern| {
+        let g = &p.model.graph;
+        g.node_ids().map(|id| g.node(id)).filter(|n| n.op.name == "Slice").all(|n| {
+            n.inputs.iter().skip(1).all(|i| i.is_empty() || g.initializers.contains_key(i) && !g.inputs.contains(i))
+        })
+    };
+    assert!(slices.iter().any(constant_ends), "a pattern whose Slices all have constant operands");
+}
+
+#[test]
+fn patterns_from_transcribed_cpp_tests_and_repaired_extraction_make_tests_that_fire_their_pass() {
+    use oatest::compiler::{Config, Level};
+    use oatest::synth::source::{SynthSource, TestSource};
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("patterns/ort");
+    let mut spec = WorkerSpec::new(TargetKind::Ort).unwrap();
+    spec.exe = PathBuf::from(env!("CARGO_BIN_EXE_oatest"));
+    let mut w = Worker::start(spec.clone()).expect("ORT worker (run scripts/setup.sh)");
+    let passes = [
+        "DivMulFusion",
+        "ReluQuantRewrite",
+        "BiasSkipLayerNormFusion",
+        "SliceConcatToSpaceToDepthFusion",
+        "EliminateSlice",
+    ];
+    for pass in passes {
+        let (usable, lost) = oatest::synth::usable::usable_ort_patterns(&spec, 1, patterns_of(&lib, pass), 20).unwrap();
+        assert!(!usable.is_empty(), "{pass}: {lost:?}");
+        let cfg = oatest::seedgen::SeedConfig { contrib: true, ..Default::default() };
+        let src = SynthSource::new(5, cfg, usable, Default::default(), 1);
+        let (mut fired, mut made) = (0, 0);
+        for id in 0..16 {
+            let Ok(t) = src.make(id) else { continue };
+            made += 1;
+            let mut all = Config::level(Level::All);
+            // a rewrite rule is told apart from its container by disabling the others
+            all.attribute_rules = true;
+            all.rules_of_interest = vec![pass.to_string()];
+            fired += w.run(&t.model, &t.inputs, &all).passes_fired.iter().any(|p| p == pass) as usize;
+        }
+        assert!(made >= 12 && fired * 2 >= made, "{fired} of {made} tests fired {pass}");
+    }
+}

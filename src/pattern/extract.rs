@@ -159,7 +159,7 @@ pub fn make_pattern(
 }
 
 /// Concrete types of every value, from declarations and from one unoptimized run with every node output
-/// exposed as a graph output.
+/// exposed as a graph output (from the catalog's inference when that run fails).
 pub fn value_types(w: &mut Worker, m: &Model, feeds: &[NamedTensor]) -> HashMap<String, TensorType> {
     let g = &m.graph;
     let mut types: HashMap<String, TensorType> = HashMap::new();
@@ -190,6 +190,18 @@ pub fn value_types(w: &mut Worker, m: &Model, feeds: &[NamedTensor]) -> HashMap<
     if o.status == Status::Ok {
         for t in o.outputs {
             types.insert(t.name, t.tensor.ty());
+        }
+        return types;
+    }
+    // a model whose run fails on these inputs (an integer Div by a zero its Cast made: fusion/div_mul.onnx) is
+    // typed by the catalog, its inputs taking the fed shapes; ops the catalog does not know keep declared types
+    let mut fed = g.clone();
+    for f in feeds {
+        fed.types.insert(f.name.clone(), ValueType::Tensor(f.tensor.ty()));
+    }
+    if let Ok(inferred) = crate::ops::infer_types(&fed, false) {
+        for (n, t) in inferred.into_iter().filter(|(_, t)| t.dims().is_some()) {
+            types.entry(n).or_insert(t);
         }
     }
     types
@@ -227,7 +239,6 @@ pub fn extract_model(
         return Ok(res);
     }
     let types = value_types(w, &model, &feeds);
-    let version = w.info.version.clone();
     for pass in passes {
         res.pairs.push(pass.clone());
         let Some(optimized) = isolate(w, bytes, &fired, pass, tmp) else {
@@ -239,31 +250,170 @@ pub fn extract_model(
             res.notes.push(format!("{pass}: rewrite left every node unchanged"));
             continue;
         }
-        let before = res.patterns.len();
-        for &gran in granularities(pass).iter().chain([Granularity::Context].iter()) {
-            // the context cut only when no smaller one still fires
-            if gran == Granularity::Context && res.patterns.len() > before {
-                break;
+        // a pass call that rewrote several unconnected regions (DivMulFusion on div_mul.onnx's float and int64
+        // Div -> Mul pairs) gives one pattern per region; the whole rewrite is cut only when none of them fires
+        let rewired = rewired(&model.graph, &optimized.graph, &region);
+        let parts = regions(&model.graph, &region, &rewired);
+        let mut fired_alone = false;
+        if parts.len() > 1 {
+            for part in &parts {
+                let sub_rewired = rewired.iter().copied().filter(|id| part.contains(id)).collect();
+                fired_alone |= cut_region(w, &model, &types, pass, provenance, part, &sub_rewired, &mut res) > 0;
             }
-            let nodes = expand(&model.graph, &region, gran);
-            let Some(g) = cut(&model.graph, &nodes, &types) else {
-                res.rejected += 1;
-                continue;
-            };
-            let consumed = consume_outputs(&g);
-            let p = make_pattern(&model, g, pass, gran, &version, provenance.clone());
-            if verify(w, &p) {
-                res.patterns.push(p);
-                continue;
-            }
-            // a fusion that refuses to rewrite a node producing a graph output fires once the outputs are read
-            match consumed.map(|g| make_pattern(&model, g, pass, gran, &version, provenance.clone())) {
-                Some(q) if verify(w, &q) => res.patterns.push(q),
-                _ => res.rejected += 1,
-            }
+        }
+        if !fired_alone {
+            cut_region(w, &model, &types, pass, provenance, &region, &rewired, &mut res);
         }
     }
     Ok(res)
+}
+
+/// Cuts the patterns of one rewritten region (block and subgraph, the context cut when neither fires) into `res`;
+/// returns how many were verified.
+#[allow(clippy::too_many_arguments)]
+fn cut_region(
+    w: &mut Worker,
+    model: &Model,
+    types: &HashMap<String, TensorType>,
+    pass: &str,
+    provenance: &Provenance,
+    region: &[NodeId],
+    rewired: &BTreeSet<NodeId>,
+    res: &mut ModelResult,
+) -> usize {
+    let before = res.patterns.len();
+    for &gran in granularities(pass).iter().chain([Granularity::Context].iter()) {
+        // the context cut only when no smaller one still fires
+        if gran == Granularity::Context && res.patterns.len() > before {
+            break;
+        }
+        let nodes = expand(&model.graph, region, gran);
+        if let Some(p) = cut_verified(w, model, &nodes, types, pass, gran, provenance) {
+            res.patterns.push(p);
+            continue;
+        }
+        // a block holding readers the pass only rewired (EliminateSlice's next Slice, whose ends a graph input
+        // gives) is cut again without them, with the rewritten nodes' producers (a removal needs its input
+        // produced by a node): a subgraph pattern without the rewired readers
+        let core = core_subgraph(&model.graph, region, rewired);
+        match (gran == Granularity::Block && core.iter().any(|id| !nodes.contains(id)))
+            .then(|| cut_verified(w, model, &core, types, pass, Granularity::Subgraph, provenance))
+            .flatten()
+        {
+            Some(p) => res.patterns.push(p),
+            None => res.rejected += 1,
+        }
+    }
+    res.patterns.len() - before
+}
+
+/// The regions of `region` that are not connected to each other through nodes the pass rewrote (a node it only
+/// `rewired` connects nothing), each with the rewired nodes next to it alone, in node order; one region (all of
+/// `region`) when there are no two.
+pub fn regions(original: &Graph, region: &[NodeId], rewired: &BTreeSet<NodeId>) -> Vec<Vec<NodeId>> {
+    let rewritten: Vec<NodeId> = region.iter().copied().filter(|id| !rewired.contains(id)).collect();
+    let neighbours = |id: NodeId| -> Vec<NodeId> {
+        let n = original.node(id);
+        let producers = n.inputs.iter().filter_map(|i| original.producer(i)).map(|o| o.node);
+        let readers = n.outputs.iter().flat_map(|o| original.consumers(o)).map(|(c, _)| c);
+        producers.chain(readers).filter(|c| *c != id).collect()
+    };
+    // connected components of the rewritten nodes
+    let mut part_of: HashMap<NodeId, usize> = HashMap::new();
+    let mut parts: Vec<Vec<NodeId>> = Vec::new();
+    for &start in &rewritten {
+        if part_of.contains_key(&start) {
+            continue;
+        }
+        let (k, mut stack, mut part) = (parts.len(), vec![start], Vec::new());
+        part_of.insert(start, k);
+        while let Some(id) = stack.pop() {
+            part.push(id);
+            for c in neighbours(id) {
+                if rewritten.contains(&c) && !part_of.contains_key(&c) {
+                    part_of.insert(c, k);
+                    stack.push(c);
+                }
+            }
+        }
+        parts.push(part);
+    }
+    if parts.len() < 2 {
+        return vec![region.to_vec()];
+    }
+    // a rewired node joins the one region it touches (one touching several, such as the Cast between two fused
+    // pairs, joins none)
+    for &id in region.iter().filter(|id| rewired.contains(id)) {
+        let touched: BTreeSet<usize> = neighbours(id).iter().filter_map(|c| part_of.get(c).copied()).collect();
+        if let [k] = touched.into_iter().collect::<Vec<_>>()[..] {
+            parts[k].push(id);
+        }
+    }
+    for p in &mut parts {
+        p.sort();
+    }
+    parts
+}
+
+/// The pattern cut from `nodes`, if it fires its pass: as cut, else with its outputs read by one more node (a
+/// fusion that refuses to rewrite a node producing a graph output fires once the outputs are read).
+fn cut_verified(
+    w: &mut Worker,
+    model: &Model,
+    nodes: &BTreeSet<NodeId>,
+    types: &HashMap<String, TensorType>,
+    pass: &str,
+    gran: Granularity,
+    provenance: &Provenance,
+) -> Option<Pattern> {
+    let g = cut(&model.graph, nodes, types)?;
+    if divides_by_computed_integer(&g, types) {
+        return None;
+    }
+    let consumed = consume_outputs(&g);
+    let version = w.info.version.clone();
+    let p = make_pattern(model, g, pass, gran, &version, provenance.clone());
+    if verify(w, &p) {
+        return Some(p);
+    }
+    consumed.map(|g| make_pattern(model, g, pass, gran, &version, provenance.clone())).filter(|q| verify(w, q))
+}
+
+/// Whether `g` divides integers (Div, Mod) by a value one of its nodes computes (not a constant): that value can be
+/// 0 whatever the inputs (div_mul.onnx's int64 Div reads a Cast of a float), and a test's reference run then fails;
+/// an open divisor instead becomes a fresh input, kept positive.
+pub fn divides_by_computed_integer(g: &Graph, types: &HashMap<String, TensorType>) -> bool {
+    g.node_ids().map(|id| g.node(id)).any(|n| {
+        matches!(n.op.name.as_str(), "Div" | "Mod")
+            && n.inputs.get(1).is_some_and(|d| {
+                let computed = g.producer(d).is_some_and(|o| g.node(o.node).op.name != "Constant");
+                computed && types.get(d).is_some_and(|t| t.dtype.is_int())
+            })
+    })
+}
+
+/// Nodes of `region` the rewrite only rewired: the optimized graph holds a node of the same op and attributes
+/// with the same outputs (a removal makes the removed node's readers read its input instead).
+pub fn rewired(original: &Graph, optimized: &Graph, region: &[NodeId]) -> BTreeSet<NodeId> {
+    let key = |g: &Graph, id: NodeId| {
+        let n = g.node(id);
+        (n.op.clone(), n.outputs.clone(), format!("{:?}", n.attrs))
+    };
+    let kept: HashSet<_> = optimized.node_ids().map(|id| key(optimized, id)).collect();
+    region.iter().copied().filter(|&id| kept.contains(&key(original, id))).collect()
+}
+
+/// The nodes of `region` the pass rewrote (not only `rewired`), with their producers.
+pub fn core_subgraph(original: &Graph, region: &[NodeId], rewired: &BTreeSet<NodeId>) -> BTreeSet<NodeId> {
+    let core: Vec<NodeId> = region.iter().copied().filter(|id| !rewired.contains(id)).collect();
+    if core.is_empty() {
+        return BTreeSet::new();
+    }
+    let mut set: BTreeSet<NodeId> = core.iter().copied().collect();
+    for &id in &core {
+        set.extend(original.node(id).inputs.iter().filter_map(|i| original.producer(i)).map(|o| o.node));
+    }
+    set
 }
 
 /// The graph with every output a node produces read by one more node (`Abs`, `Not` for bool), the output keeping

@@ -1,8 +1,8 @@
 //! Cutting, abstraction, dedup keys and the file format, on small hand-built graphs.
 
-use super::extract::{cut, diff_region, expand, make_pattern};
+use super::extract::{cut, diff_region, expand, make_pattern, regions};
 use super::*;
-use crate::graph::{Node, OpId, Tensor};
+use crate::graph::{Node, NodeId, OpId, Tensor};
 use std::collections::HashMap;
 
 fn t(d: &[usize]) -> TensorType {
@@ -92,6 +92,49 @@ fn the_context_cut_adds_the_other_readers_of_the_producers_outputs() {
         (vec!["x".to_string()], vec!["y".to_string(), "z".to_string()])
     );
     ctx.validate().unwrap();
+}
+
+#[test]
+fn regions_split_where_only_rewired_or_unrewritten_nodes_connect_them() {
+    // x -> Div(1, x) -> Mul(y) -> Cast -> Div(1, .) -> Mul(z) -> Relu -> Abs, as div_mul.onnx chains its pairs
+    let mut g = Graph::new("g");
+    for v in ["x", "y", "z"] {
+        g.add_input(v, t(&[2]));
+    }
+    g.add_initializer("one", Tensor::from_f32(&[1], &[1.0]));
+    let node = |name: &str, op: &str, ins: &[&str]| {
+        Node::new(name, OpId::onnx(op), ins.iter().map(|s| s.to_string()).collect(), vec![format!("{name}_out")])
+    };
+    for n in [
+        node("d1", "Div", &["one", "x"]),
+        node("m1", "Mul", &["d1_out", "y"]),
+        node("c", "Cast", &["m1_out"]),
+        node("d2", "Div", &["one", "c_out"]),
+        node("m2", "Mul", &["z", "d2_out"]),
+        node("r", "Relu", &["m2_out"]),
+        node("a", "Abs", &["r_out"]),
+    ] {
+        g.add_node(n).unwrap();
+    }
+    let id = |name: &str| g.node_ids().find(|&i| g.node(i).name == name).unwrap();
+    let ids = |names: &[&str]| names.iter().map(|n| id(n)).collect::<Vec<_>>();
+    let names = |parts: Vec<Vec<NodeId>>| -> Vec<Vec<String>> {
+        parts.into_iter().map(|p| p.into_iter().map(|i| g.node(i).name.clone()).collect()).collect()
+    };
+    // the fused pairs, the Cast between them rewired (its input renamed) and the Relu after the second one too
+    let region = ids(&["d1", "m1", "c", "d2", "m2", "r"]);
+    let rewired = ids(&["c", "r"]).into_iter().collect();
+    assert_eq!(
+        names(regions(&g, &region, &rewired)),
+        [vec!["d1", "m1"], vec!["d2", "m2", "r"]],
+        "one region per pair; the Cast touching both joins neither, the Relu joins the pair it reads"
+    );
+    // a Cast the pass rewrote connects the pairs: one region, the whole of it
+    let rewired = ids(&["r"]).into_iter().collect();
+    assert_eq!(names(regions(&g, &region, &rewired)), [vec!["d1", "m1", "c", "d2", "m2", "r"]]);
+    // pairs not rewritten in between (the Cast outside the region) are two regions
+    let region = ids(&["d1", "m1", "d2", "m2"]);
+    assert_eq!(names(regions(&g, &region, &Default::default())), [vec!["d1", "m1"], vec!["d2", "m2"]]);
 }
 
 #[test]

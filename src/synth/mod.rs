@@ -64,6 +64,16 @@ const RANGE_SENSITIVE: &[(&str, usize)] = &[
     ("Attention", 3),
 ];
 
+/// Whether an open input of a pattern must stay in a range (`RANGE_SENSITIVE`, or an integer divisor: integer
+/// division by zero fails the run), so that it becomes a fresh graph input, which input generation keeps in range.
+fn range_sensitive(pg: &Graph, port: &crate::pattern::Port) -> bool {
+    pg.consumers(&port.name).iter().any(|&(id, slot)| {
+        let op = pg.node(id).op.name.as_str();
+        RANGE_SENSITIVE.iter().any(|&(o, s)| o == op && s == slot)
+            || (matches!(op, "Div" | "Mod") && slot == 1 && port.ty.dtype.is_int())
+    })
+}
+
 /// What a splice did, for statistics and tests.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SpliceInfo {
@@ -141,11 +151,7 @@ pub fn splice(
                 continue;
             }
         }
-        let sensitive = pg.consumers(&port.name).iter().any(|&(id, slot)| {
-            let op = pg.node(id).op.name.as_str();
-            RANGE_SENSITIVE.iter().any(|&(o, s)| o == op && s == slot)
-        });
-        if sensitive {
+        if range_sensitive(pg, port) {
             fresh_inputs.push((rename(&port.name), port.ty.clone()));
             info.feeds.push(Feed::Fresh);
             continue;
@@ -337,12 +343,7 @@ fn edge_port(
         .inputs
         .iter()
         .filter(|port| pg.inputs.contains(&port.name))
-        .filter(|port| {
-            !pg.consumers(&port.name).iter().any(|&(id, slot)| {
-                let op = pg.node(id).op.name.as_str();
-                RANGE_SENSITIVE.iter().any(|&(o, s)| o == op && s == slot)
-            })
-        })
+        .filter(|port| !range_sensitive(pg, port))
         .collect();
     while !ports.is_empty() {
         let port = ports.swap_remove(erng.random_range(0..ports.len()));

@@ -1,18 +1,15 @@
-"""Writes ONNX transcriptions of graphs that ONNX Runtime's own C++ optimizer tests build in code (no model file
-exists for them), each named after its test, so that `oatest extract ort --models tests/data/ort-test-graphs`
-can extract patterns from them like from any corpus model. Each graph is the test's graph as its builder makes
-it: the same ops, wiring, shapes, dtypes and attributes; initializer values are drawn as the test draws them
-(ModelTestBuilder's uniform ranges), here from numpy's generator with seed 0. Written at ai.onnx opset 20 (the
-campaigns' seed opset; the tests build at ORT's latest opset, and every op below means the same at 20 for
-these dtypes). PAIRS-from-test-sources.tsv names the pass each test checks.
+"""Writes ONNX models transcribed from ONNX Runtime's C++ optimizer tests (MIT, see NOTICE), which build their
+graphs in code with ModelTestBuilder: one small builder per test, the model named `<test file>/<TEST name>.onnx`
+so that a pattern extracted from it names its test. Initializers the test draws at random (`MakeInitializer<float>
+(shape, -1, 1)`) are drawn here with a fixed seed. Run: .venv/bin/python tests/data/ort-test-graphs/make.py
+(rewrites the .onnx files beside it, or below the directory given as its argument); `oatest extract ort --models
+tests/data/ort-test-graphs` extracts them.
+Also (ONNX Runtime, MIT, see NOTICE): qdq_transformer_test.cc/WhereDummyDqTest_*.onnx, from
+onnxruntime/test/optimizer/qdq_transformer_test.cc, TEST(QDQTransformerTests, WhereDummyDqTest),
+TestWhereWithDqInput<float, uint8_t, uint8_t>(true, false, ...) and (false, true, ...): cond, DQ(xq), scalar ->
+Where -> Q, the cases where WhereDummyDq modifies the graph; written at opset 20 with their own generator (seed 0)
+and the values the test's ModelTestBuilder ranges allow."""
 
-Sources (ONNX Runtime, MIT, see ../ort-transform-testdata/NOTICE):
-  qdq_transformer_test/WhereDummyDqTest_*.onnx: onnxruntime/test/optimizer/qdq_transformer_test.cc,
-    TEST(QDQTransformerTests, WhereDummyDqTest), TestWhereWithDqInput<float, uint8_t, uint8_t>(true, false, ...)
-    and (false, true, ...): cond, DQ(xq), scalar -> Where -> Q, the cases where WhereDummyDq modifies the graph.
-
-Run with the project's .venv: .venv/bin/python tests/data/ort-test-graphs/make.py [OUT_DIR]
-"""
 import os
 import sys
 
@@ -21,6 +18,103 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = sys.argv[1] if len(sys.argv) > 1 else HERE
+RNG = np.random.default_rng(0)
+
+
+def init(name, values, dtype=np.float32, shape=None):
+    a = np.asarray(values, dtype=dtype)
+    if shape is not None:
+        a = a.reshape(shape)
+    return onnx.numpy_helper.from_array(a, name)
+
+
+def uniform(name, shape):
+    return init(name, RNG.uniform(-1.0, 1.0, size=shape))
+
+
+def tensor(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def save(path, nodes, inputs, outputs, inits, opset, ms=False):
+    g = helper.make_graph(nodes, os.path.splitext(os.path.basename(path))[0], inputs, outputs, inits)
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid("com.microsoft", 1)] if ms else [])
+    m = helper.make_model(g, opset_imports=opsets, producer_name="oatest ort-test-graphs")
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    full = os.path.join(OUT, path)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    onnx.save(m, full)
+
+
+def slice_concat_to_space_to_depth():
+    # graph_transform_test.cc, TEST_F(GraphTransformationTests, SliceConcatToSpaceToDepthFusionTest), opset 13
+    inits = [init("axes_hw", [2, 3], np.int64), init("steps2", [2, 2], np.int64)]
+    nodes = []
+    for k, (h, w) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
+        inits += [init(f"starts{h}{w}", [h, w], np.int64), init(f"ends{h}{w}", [8, 8], np.int64)]
+        nodes.append(helper.make_node("Slice", ["input", f"starts{h}{w}", f"ends{h}{w}", "axes_hw", "steps2"],
+                                      [f"slice{h}{w}_out"]))
+    nodes.append(helper.make_node("Concat", [f"slice{h}{w}_out" for h, w in [(0, 0), (0, 1), (1, 0), (1, 1)]],
+                                  ["concat_out"], axis=1))
+    nodes.append(helper.make_node("Identity", ["concat_out"], ["output"]))
+    save("graph_transform_test.cc/SliceConcatToSpaceToDepthFusionTest.onnx", nodes,
+         [tensor("input", TensorProto.FLOAT, [1, 3, 8, 8])], [tensor("output", TensorProto.FLOAT, [1, 12, 4, 4])],
+         inits, 13)
+
+
+def gather_to_slice():
+    # graph_transform_test.cc, TEST_F(GraphTransformationTests, GatherToSliceFusion): opset 12 with int32
+    # indices, opset 14 with int64
+    for opset, dtype, tag in [(12, np.int32, "int32"), (14, np.int64, "int64")]:
+        inits = [init("range_input_1", 0, dtype), init("range_input_2", 8, dtype), init("range_input_3", 1, dtype)]
+        nodes = [helper.make_node("Range", ["range_input_1", "range_input_2", "range_input_3"], ["range_output"]),
+                 helper.make_node("Gather", ["data_arg", "range_output"], ["gather_output"], axis=2)]
+        save(f"graph_transform_test.cc/GatherToSliceFusion.opset{opset}_{tag}.onnx", nodes,
+             [tensor("data_arg", TensorProto.FLOAT, [8, 8, 8, 8])],
+             [tensor("gather_output", TensorProto.FLOAT, [8, 8, 8, 8])], inits, opset)
+
+
+def bias_skip_layer_norm():
+    # graph_transform_test_layernorm.cc, TEST_F(GraphTransformationTests, BiasSkipLayerNormFusion_AddAtInput0),
+    # opset 17
+    inits = [uniform("matmul_b", [8, 4]), init("gamma", [1.0] * 4), init("beta", [0.0] * 4),
+             init("bias", [0.1, 0.2, 0.3, 0.4])]
+    nodes = [helper.make_node("MatMul", ["matmul_a", "matmul_b"], ["matmul_out"]),
+             helper.make_node("Add", ["matmul_out", "bias"], ["add_out"]),
+             helper.make_node("SkipLayerNormalization", ["add_out", "skip", "gamma", "beta"], ["sln_out"],
+                              domain="com.microsoft")]
+    save("graph_transform_test_layernorm.cc/BiasSkipLayerNormFusion_AddAtInput0.onnx", nodes,
+         [tensor("matmul_a", TensorProto.FLOAT, [2, 4, 8]), tensor("skip", TensorProto.FLOAT, [2, 4, 4])],
+         [tensor("sln_out", TensorProto.FLOAT, [2, 4, 4])], inits, 17, ms=True)
+
+
+def bias_skip_layer_norm_with_cast():
+    # graph_transform_test_layernorm.cc, TEST_F(GraphTransformationTests, BiasSkipLayerNormFusion_WithCast), opset 17
+    inits = [init("matmul_b", RNG.uniform(-1.0, 1.0, size=[8, 4]), np.float16), init("gamma", [1.0] * 4),
+             init("beta", [0.0] * 4), init("bias", [0.1, 0.2, 0.3, 0.4])]
+    nodes = [helper.make_node("MatMul", ["matmul_a", "matmul_b"], ["matmul_out"]),
+             helper.make_node("Cast", ["matmul_out"], ["cast_out"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["cast_out", "bias"], ["add_out"]),
+             helper.make_node("SkipLayerNormalization", ["add_out", "skip", "gamma", "beta"], ["sln_out"],
+                              domain="com.microsoft")]
+    save("graph_transform_test_layernorm.cc/BiasSkipLayerNormFusion_WithCast.onnx", nodes,
+         [tensor("matmul_a", TensorProto.FLOAT16, [2, 4, 8]), tensor("skip", TensorProto.FLOAT, [2, 4, 4])],
+         [tensor("sln_out", TensorProto.FLOAT, [2, 4, 4])], inits, 17, ms=True)
+
+
+def relu_quant():
+    # qdq_transformer_test.cc, TEST(QDQTransformerTests, ReluQuantFusion_Level2Only), opset 18, its fusing case
+    # (zero point -128; AddDequantizeLinearNode/AddQuantizeLinearNode take scalar scale and zero point initializers)
+    inits = [init("scale", 1.0), init("zp", -128, np.int8)]
+    nodes = [helper.make_node("DequantizeLinear", ["input", "scale", "zp"], ["dq_output"]),
+             helper.make_node("Relu", ["dq_output"], ["relu_output"]),
+             helper.make_node("QuantizeLinear", ["relu_output", "scale", "zp"], ["q_output"]),
+             helper.make_node("DequantizeLinear", ["q_output", "scale", "zp"], ["output"])]
+    save("qdq_transformer_test.cc/ReluQuantFusion_Level2Only.onnx", nodes,
+         [tensor("input", TensorProto.INT8, [1, 2, 2, 2])], [tensor("output", TensorProto.FLOAT, [1, 2, 2, 2])],
+         inits, 18)
 
 
 def where_dummy_dq(is_dq_1: bool, is_dq_2: bool) -> onnx.ModelProto:
@@ -60,12 +154,17 @@ def where_dummy_dq(is_dq_1: bool, is_dq_2: bool) -> onnx.ModelProto:
     return m
 
 
-def main() -> None:
-    out = os.path.join(sys.argv[1] if len(sys.argv) > 1 else HERE, "qdq_transformer_test")
+def where_dummy_dq_models():
+    out = os.path.join(OUT, "qdq_transformer_test.cc")
     os.makedirs(out, exist_ok=True)
     for name, dq1, dq2 in [("WhereDummyDqTest_dq_scalar", True, False), ("WhereDummyDqTest_scalar_dq", False, True)]:
         onnx.save(where_dummy_dq(dq1, dq2), os.path.join(out, f"{name}.onnx"))
 
 
 if __name__ == "__main__":
-    main()
+    where_dummy_dq_models()
+    slice_concat_to_space_to_depth()
+    gather_to_slice()
+    bias_skip_layer_norm()
+    bias_skip_layer_norm_with_cast()
+    relu_quant()
