@@ -110,6 +110,7 @@ def cached_build(mod, target=None, pipeline="default"):
         return _build(mod, target, pipeline)
     mod = tirx.transform.BindTarget(target.with_host(host))(mod)
     cfg = str(sorted((k, str(v)) for k, v in ctx.config.items()))
+    pipe, fin_host, fin_dev = tvm.tirx.get_tir_pipeline(pipeline)
     lowered, misses = {}, {}
     for gv, f in mod.functions.items():
         h, g = _key(f)
@@ -120,7 +121,6 @@ def cached_build(mod, target=None, pipeline="default"):
             _, _, low, prefix = hit
             lowered[gv] = low.with_attr(_SYMBOL, prefix + str(f.attrs[_SYMBOL]))
     if misses:
-        pipe, _, _ = tvm.tirx.get_tir_pipeline(pipeline)
         low = pipe(tvm.IRModule({gv: f for gv, (f, _, _) in misses.items()}))
         by_name = {gv.name_hint: f for gv, f in low.functions.items()}
         if set(by_name) != {gv.name_hint for gv in misses}:
@@ -134,7 +134,6 @@ def cached_build(mod, target=None, pipeline="default"):
     merged = tvm.IRModule(lowered, attrs=mod.attrs)
     if len(lowered) == 1:
         merged = tirx.transform.AnnotateEntryFunc()(merged)
-    _, fin_host, fin_dev = tvm.tirx.get_tir_pipeline(pipeline)
     host_mod, devs = split_host_device_mods(merged)
     host_mod = fin_host()(host_mod)
     devs = {t: fin_dev()(m) for t, m in devs.items()}
