@@ -154,8 +154,10 @@ pub fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
             let mut spec = WorkerSpec::new(s.target.first().clone())?;
             spec.ort_lib = s.ort_lib.clone();
             let (usable, lost) = crate::synth::usable::usable_ort_patterns(&spec, s.jobs, patterns, cfg.opset)?;
+            let own = usable.iter().filter(|p| p.model.opset() < cfg.opset).count();
             eprintln!(
-                "{} of {n} patterns in {} still fire at opset {}: synthesizing from them",
+                "{} of {n} patterns in {} still fire at opset {} ({own} of them only at their own older opset, \
+                 where their tests are written): synthesizing from them",
                 usable.len(),
                 dir.display(),
                 cfg.opset

@@ -45,11 +45,16 @@ impl Default for SeedConfig {
 
 impl SeedConfig {
     /// The same configuration for a graph written at ai.onnx `opset` (below the catalog's 20): the ops whose
-    /// signature is newer than `opset` are avoided (`ops::since`).
+    /// signature is newer than `opset` are avoided (`ops::since`), and so is control flow when If, Loop or Scan
+    /// is (Scan took no batch dim before 9).
     pub fn at_opset(&self, opset: i64) -> SeedConfig {
         let mut c = self.clone();
         c.opset = opset;
-        c.avoid.extend(crate::ops::since::newer_than(opset).into_iter().map(|op| (op.to_string(), None)));
+        let newer = crate::ops::since::newer_than(opset);
+        if newer.iter().any(|op| matches!(*op, "If" | "Loop" | "Scan")) {
+            c.control_flow = 0.0;
+        }
+        c.avoid.extend(newer.into_iter().map(|op| (op.to_string(), None)));
         c
     }
 }
@@ -273,18 +278,33 @@ mod tests {
 
     #[test]
     fn seeds_at_an_older_opset_declare_it_and_hold_no_newer_op() {
-        let cfg = SeedConfig { contrib: true, ..Default::default() }.at_opset(16);
-        let newer = crate::ops::since::newer_than(16);
-        let mut ops = HashSet::new();
-        for i in 0..300 {
-            let m = generate(3, i, &cfg);
-            assert_eq!(m.opset(), 16);
-            for n in m.graph.nodes_in_order().unwrap() {
-                assert!(!newer.contains(&n.op.name.as_str()), "seed {i}: {} is newer than opset 16", n.op.name);
-                ops.insert(n.op.name.clone());
+        // down to ONNX Runtime's oldest opset, 7: fewer ops, no control flow below 16, never an empty graph
+        for (opset, varied) in [(16, 20), (12, 15), (7, 8)] {
+            let cfg = SeedConfig { contrib: true, control_flow: 0.5, ..Default::default() }.at_opset(opset);
+            let newer = crate::ops::since::newer_than(opset);
+            let mut ops = HashSet::new();
+            for i in 0..300 {
+                let m = generate(3, i, &cfg);
+                assert_eq!(m.opset(), opset);
+                let nodes = m.graph.nodes_in_order().unwrap();
+                assert!(!nodes.is_empty(), "opset {opset}, seed {i}: no node");
+                for n in nodes {
+                    assert!(
+                        !newer.contains(&n.op.name.as_str()),
+                        "seed {i}: {} is newer than opset {opset}",
+                        n.op.name
+                    );
+                    ops.insert(n.op.name.clone());
+                }
             }
+            assert!(ops.len() > varied, "opset {opset}: still a varied catalog: {ops:?}");
+            let control = ["If", "Loop", "Scan"].iter().any(|op| ops.contains(*op));
+            assert_eq!(
+                control,
+                opset >= 16,
+                "opset {opset}: control flow only where If, Loop and Scan have their form"
+            );
         }
-        assert!(ops.len() > 20, "still a varied catalog: {ops:?}");
     }
 
     #[test]

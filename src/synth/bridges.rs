@@ -6,12 +6,14 @@ use crate::graph::{Attr, Attrs, DType, Node, OpId, Tensor, TensorType};
 use crate::ops::Rng;
 use rand::Rng as _;
 
-/// One step: an op applied to the current value, with constant inputs and attributes, giving type `out`.
+/// One step: an op applied to the current value, with constant inputs and attributes, giving type `out`; the
+/// form it takes (axes as an input, the types it needs) exists from ai.onnx opset `since` on.
 pub struct Step {
     pub op: &'static str,
     pub consts: Vec<Tensor>,
     pub attrs: Attrs,
     pub out: TensorType,
+    pub since: i64,
 }
 
 /// A bridge kind.
@@ -49,7 +51,17 @@ impl Bridge for CastBridge {
             consts: vec![],
             attrs: Attrs::from([("to".to_string(), Attr::Int(want.dtype.onnx() as i64))]),
             out: cur.with_dtype(want.dtype),
+            since: cast_since(cur.dtype, want.dtype),
         })
+    }
+}
+
+/// Since which opset Cast takes these types (strings from 9, bfloat16 from 13).
+fn cast_since(a: DType, b: DType) -> i64 {
+    match (a, b) {
+        (DType::BF16, _) | (_, DType::BF16) => 13,
+        (DType::Str, _) | (_, DType::Str) => 9,
+        _ => 6,
     }
 }
 
@@ -80,6 +92,7 @@ impl Bridge for UnsqueezeBridge {
             consts: vec![Tensor::from_i64(&[axes.len()], &axes)],
             attrs: Attrs::new(),
             out: ty(cur.dtype, &w),
+            since: 13,
         })
     }
 }
@@ -111,6 +124,7 @@ impl Bridge for SqueezeBridge {
             consts: vec![Tensor::from_i64(&[axes.len()], &axes)],
             attrs: Attrs::new(),
             out: ty(cur.dtype, &w),
+            since: 13,
         })
     }
 }
@@ -138,6 +152,7 @@ impl Bridge for TransposeBridge {
             consts: vec![],
             attrs: Attrs::from([("perm".to_string(), Attr::Ints(perm))]),
             out: ty(cur.dtype, &w),
+            since: 1,
         })
     }
 }
@@ -160,6 +175,7 @@ impl Bridge for ExpandBridge {
             consts: vec![Tensor::from_i64(&[w.len()], &i64s(&w))],
             attrs: Attrs::new(),
             out: ty(cur.dtype, &w),
+            since: 8,
         })
     }
 }
@@ -178,6 +194,7 @@ impl Bridge for FlattenBridge {
                 consts: vec![Tensor::from_i64(&[1], &[n as i64])],
                 attrs: Attrs::new(),
                 out: ty(cur.dtype, &[n]),
+                since: 5,
             },
         )
     }
@@ -200,6 +217,7 @@ impl Bridge for SliceBridge {
             consts: vec![Tensor::from_i64(&[1], &[start]), Tensor::from_i64(&[1], &[start + m as i64])],
             attrs: Attrs::new(),
             out: ty(cur.dtype, &[m]),
+            since: 10,
         })
     }
 }
@@ -222,6 +240,7 @@ impl Bridge for PadBridge {
             consts: vec![Tensor::from_i64(&[2], &[before, extra - before])],
             attrs: Attrs::new(),
             out: ty(cur.dtype, &[m]),
+            since: 11,
         })
     }
 }
@@ -239,9 +258,14 @@ impl Bridge for ReshapeBridge {
             consts: vec![Tensor::from_i64(&[w.len()], &i64s(&w))],
             attrs: Attrs::new(),
             out: ty(cur.dtype, &w),
+            since: 5,
         })
     }
 }
+
+/// The opset from which every bridge's form exists (Pad's inputs form, 11), so that any two tensor types of
+/// known shape are bridged through the generic path.
+pub const GENERIC_SINCE: i64 = 11;
 
 /// The catalog, in the order `plan` tries them: dtype first, then direct shape bridges, then the generic path.
 pub fn catalog() -> &'static [&'static dyn Bridge] {
@@ -258,12 +282,14 @@ pub fn catalog() -> &'static [&'static dyn Bridge] {
     ]
 }
 
-/// Nodes and constants that turn value `from` (of type `from_ty`) into a value of type `want`; `names` makes
-/// fresh value names. Returns the nodes, constants and the final value's name.
+/// Nodes and constants that turn value `from` (of type `from_ty`) into a value of type `want` in a model of
+/// ai.onnx opset `opset` (a step whose form is newer is not taken: before 13, Squeeze and Unsqueeze take their axes
+/// as an attribute); `names` makes fresh value names. Returns the nodes, constants and the final value's name.
 pub fn plan(
     from: &str,
     from_ty: &TensorType,
     want: &TensorType,
+    opset: i64,
     rng: &mut Rng,
     names: &mut dyn FnMut(&str) -> String,
 ) -> Option<(Vec<Node>, Vec<(String, Tensor)>, String)> {
@@ -273,7 +299,7 @@ pub fn plan(
         if cur == *want {
             return Some((nodes, consts, name));
         }
-        let step = catalog().iter().find_map(|b| b.step(&cur, want, rng))?;
+        let step = catalog().iter().find_map(|b| b.step(&cur, want, rng).filter(|s| s.since <= opset))?;
         let mut inputs = vec![name.clone()];
         for c in step.consts {
             let n = names("bc");

@@ -26,6 +26,8 @@ pub enum Feed {
     /// A new graph input: for ports whose values must stay in a range (indices, ratios), which context values
     /// would break; the input generator gives them valid values.
     Fresh,
+    /// A constant: the value a port must hold for the pattern's own types to hold ([`shape_value`]).
+    Constant,
     /// An edge shape on purpose (see [`EDGE_SHARE`]): the port fed, through a bridge, a tensor of its dtype with
     /// every dim 1, or of rank 0, where the pattern's ops accept it (catalog inference decides).
     Edge,
@@ -71,6 +73,16 @@ fn range_sensitive(pg: &Graph, port: &crate::pattern::Port) -> bool {
         let op = pg.node(id).op.name.as_str();
         RANGE_SENSITIVE.iter().any(|&(o, s)| o == op && s == slot)
             || (matches!(op, "Div" | "Mod") && slot == 1 && port.ty.dtype.is_int())
+    })
+}
+
+/// The value an open input of a pattern must hold when the pattern's types follow from it: a ConstantOfShape's
+/// shape, given by the type the pattern declares for its output (any other value makes what reads it ill-typed).
+fn shape_value(pg: &Graph, port: &crate::pattern::Port) -> Option<Vec<i64>> {
+    pg.consumers(&port.name).iter().find_map(|&(id, slot)| {
+        let n = pg.node(id);
+        let dims = (n.op.name == "ConstantOfShape" && slot == 0).then(|| pg.tensor_type(&n.outputs[0])?.dims());
+        Some(dims??.iter().map(|&d| d as i64).collect())
     })
 }
 
@@ -126,6 +138,19 @@ pub fn splice(
 
     let pg = &p.model.graph;
     let rename = |n: &str| if n.is_empty() { String::new() } else { format!("p{tag}_{n}") };
+    // a pattern kept at its own older opset: its ops whose signature changed since are typed by its declarations,
+    // which hold only for the pattern's own shapes: no abstract reuse then
+    let newer = if p.model.opset() < crate::graph::DEFAULT_OPSET {
+        crate::ops::since::newer_than(p.model.opset())
+    } else {
+        Vec::new()
+    };
+    let opaque: HashSet<String> = pg
+        .node_ids()
+        .map(|id| pg.node(id))
+        .filter(|n| n.op.domain.is_empty() && newer.contains(&n.op.name.as_str()))
+        .flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()).map(|o| rename(o)))
+        .collect();
     let mut counter = 0u64;
     let mut fresh = |prefix: &str| {
         counter += 1;
@@ -138,10 +163,22 @@ pub fn splice(
     let mut abstract_types: HashMap<String, TensorType> = HashMap::new();
     let mut fresh_inputs: Vec<(String, TensorType)> = Vec::new();
     let edge = edge_port(p, &preceding, tag);
+    // bridges take the forms the spliced model's ai.onnx opset has
+    let opset = match seed.opset().max(p.model.opset()) {
+        0 => crate::graph::DEFAULT_OPSET,
+        o => o,
+    };
     for port in p.meta.inputs.iter().filter(|port| pg.inputs.contains(&port.name)) {
+        if let Some(v) = shape_value(pg, port) {
+            let c = rename(&port.name);
+            new_consts.push((c.clone(), Tensor::from_i64(&[v.len()], &v)));
+            fed.insert(port.name.clone(), c);
+            info.feeds.push(Feed::Constant);
+            continue;
+        }
         if let Some((name, src, src_ty, want, mut erng)) = edge.as_ref().map(|e| e.clone()).filter(|e| e.0 == port.name)
         {
-            if let Some((nodes, consts, out)) = bridges::plan(&src, &src_ty, &want, &mut erng, &mut fresh) {
+            if let Some((nodes, consts, out)) = bridges::plan(&src, &src_ty, &want, opset, &mut erng, &mut fresh) {
                 info.bridge_ops.extend(nodes.iter().map(|n| n.op.name.clone()));
                 new_nodes.extend(nodes);
                 new_consts.extend(consts);
@@ -169,7 +206,7 @@ pub fn splice(
                 t.dtype == port.ty.dtype && a.rank.is_none_or(|r| t.rank() == Some(r)) && t.rank() == port.ty.rank()
             })
             .collect();
-        if !abstract_ok.is_empty() && rng.random_bool(0.3) {
+        if opaque.is_empty() && !abstract_ok.is_empty() && rng.random_bool(0.3) {
             let (n, t) = abstract_ok[rng.random_range(0..abstract_ok.len())];
             fed.insert(port.name.clone(), n.clone());
             abstract_types.insert(port.name.clone(), t.clone());
@@ -182,8 +219,15 @@ pub fn splice(
         let same: Vec<&(String, TensorType)> = preceding.iter().filter(|(_, t)| t.dtype == port.ty.dtype).collect();
         let pool = if same.is_empty() || rng.random_bool(0.2) { preceding.iter().collect::<Vec<_>>() } else { same };
         let (src, src_ty) = pool[rng.random_range(0..pool.len())];
-        let (nodes, consts, out) = bridges::plan(src, src_ty, &port.ty, rng, &mut fresh)
-            .ok_or_else(|| format!("no bridge from {src_ty} to {}", port.ty))?;
+        let Some((nodes, consts, out)) = bridges::plan(src, src_ty, &port.ty, opset, rng, &mut fresh) else {
+            // below opset 11 the generic path (reshape, slice or pad, reshape) does not exist: a fresh input
+            if opset < bridges::GENERIC_SINCE {
+                fresh_inputs.push((rename(&port.name), port.ty.clone()));
+                info.feeds.push(Feed::Fresh);
+                continue;
+            }
+            return Err(format!("no bridge from {src_ty} to {}", port.ty));
+        };
         info.bridge_ops.extend(nodes.iter().map(|n| n.op.name.clone()));
         new_nodes.extend(nodes);
         new_consts.extend(consts);
@@ -289,18 +333,6 @@ pub fn splice(
             }
         }
     }
-    // a pattern kept at its own older opset: its ops whose signature changed since are typed by its declarations
-    let newer = if p.model.opset() < crate::graph::DEFAULT_OPSET {
-        crate::ops::since::newer_than(p.model.opset())
-    } else {
-        Vec::new()
-    };
-    let opaque: HashSet<String> = pg
-        .node_ids()
-        .map(|id| pg.node(id))
-        .filter(|n| n.op.domain.is_empty() && newer.contains(&n.op.name.as_str()))
-        .map(|n| rename(&n.name))
-        .collect();
     check_graph(with_opaque(&out, &opaque)?.as_ref(), false).map_err(|e| format!("spliced graph is invalid: {e}"))?;
 
     let mut m = Model::new(out);
@@ -366,15 +398,16 @@ fn edge_port(
     None
 }
 
-/// The graph with the nodes named in `opaque` moved to a domain the catalog does not know, so that a check
-/// takes their outputs' declared types (a copy only when there are such nodes).
+/// The graph with the nodes that define a value in `opaque` moved to a domain the catalog does not know, so that a
+/// check takes their outputs' declared types (a copy only when there are such nodes; outputs, not node names, tell
+/// them apart: a pattern's nodes may be unnamed).
 fn with_opaque<'a>(g: &'a Graph, opaque: &HashSet<String>) -> Result<std::borrow::Cow<'a, Graph>, String> {
     if opaque.is_empty() {
         return Ok(std::borrow::Cow::Borrowed(g));
     }
     let nodes = g.nodes_in_order().map_err(|e| e.to_string())?.into_iter().map(|n| {
         let mut n = n.clone();
-        if opaque.contains(&n.name) {
+        if n.outputs.iter().any(|o| opaque.contains(o)) {
             n.op = crate::graph::OpId { domain: "oatest.opaque".into(), ..n.op };
         }
         n

@@ -13,14 +13,19 @@ fn t(d: DType, s: &[usize]) -> TensorType {
 
 /// Bridges from `from` to `want` type-check through the op catalog and end at exactly `want`.
 fn bridged(from: TensorType, want: TensorType) -> Vec<String> {
+    let what = format!("{from} -> {want}");
+    bridged_at(crate::graph::DEFAULT_OPSET, from, want).unwrap_or_else(|| panic!("no bridge {what}"))
+}
+
+/// The same in a model of ai.onnx `opset`; None when no bridge of that opset's forms reaches `want`.
+fn bridged_at(opset: i64, from: TensorType, want: TensorType) -> Option<Vec<String>> {
     let mut rng = Rng::seed_from_u64(1);
     let mut n = 0;
     let mut names = |p: &str| {
         n += 1;
         format!("{p}{n}")
     };
-    let (nodes, consts, out) =
-        plan("x", &from, &want, &mut rng, &mut names).unwrap_or_else(|| panic!("no bridge {from} -> {want}"));
+    let (nodes, consts, out) = plan("x", &from, &want, opset, &mut rng, &mut names)?;
     let mut g = Graph::new("b");
     g.add_input("x", from);
     for (c, v) in consts {
@@ -31,12 +36,30 @@ fn bridged(from: TensorType, want: TensorType) -> Vec<String> {
         g.add_node(node).unwrap();
     }
     if out == "x" {
-        return ops;
+        return Some(ops);
     }
     g.add_output(&out, want.clone());
     let types = check_graph(&g, true).unwrap_or_else(|e| panic!("bridge {ops:?} invalid: {e}"));
     assert_eq!(types[&out], want);
-    ops
+    Some(ops)
+}
+
+#[test]
+fn bridges_take_only_the_forms_an_older_opset_has() {
+    use DType::*;
+    // Squeeze and Unsqueeze take their axes as an input from 13 on: before, Expand or Reshape does their work
+    assert_eq!(bridged_at(12, t(F32, &[3]), t(F32, &[1, 3])).unwrap(), ["Expand"]);
+    assert_eq!(bridged_at(12, t(F32, &[1, 3, 1]), t(F32, &[3])).unwrap(), ["Reshape"]);
+    assert_eq!(bridged_at(12, t(F32, &[9]), t(F32, &[4])).unwrap(), ["Slice"]);
+    // Slice's inputs form is 10's, Pad's 11's, Expand is 8's: at 7 a size change has no bridge
+    assert_eq!(bridged_at(7, t(F32, &[9]), t(F32, &[4])), None);
+    assert_eq!(bridged_at(9, t(F32, &[4]), t(F32, &[7])), None);
+    assert_eq!(bridged_at(7, t(F32, &[1, 3]), t(F32, &[4, 3])), None);
+    assert_eq!(bridged_at(8, t(F32, &[1, 3]), t(F32, &[4, 3])).unwrap(), ["Expand"]);
+    // Cast to bfloat16 from 13, to a string from 9
+    assert_eq!(bridged_at(12, t(F32, &[2]), t(BF16, &[2])), None);
+    assert_eq!(bridged_at(7, t(F32, &[2]), t(Str, &[2])), None);
+    assert_eq!(bridged_at(7, t(F32, &[2, 3]), t(F64, &[3, 2])).unwrap(), ["Cast", "Transpose"]);
 }
 
 #[test]

@@ -2,13 +2,18 @@
 //! it (made concrete and shrunk to small ports, not random by the spec, still firing its pass at the seeds'
 //! opset). Relax patterns are checked by `relax_usable`.
 
-/// Patterns larger than this are left out of synthesis: their sessions cost more than they add.
+/// Patterns larger than this are left out of synthesis: their sessions cost more than they add; but a pass none
+/// of whose patterns is that small keeps its smallest ones up to [`MAX_ALONE_NODES`] (AttentionFusion's context
+/// patterns hold 35 nodes), so that no pass is lost to the limit alone.
 const MAX_PATTERN_NODES: usize = 32;
+const MAX_ALONE_NODES: usize = 48;
 const MAX_PATTERN_CONST_BYTES: usize = 64 << 10;
 const MAX_PORT_ELEMS: usize = 8192;
 /// The lowest ai.onnx opset a pattern that no longer fires at the seeds' opset is kept at (its tests are written
-/// at its own opset: below 16 too many of the catalog's ops would change meaning).
-pub const MIN_OWN_OPSET: i64 = 16;
+/// at its own opset, into seeds without the ops whose signature changed since and through bridges of the forms
+/// that opset has): ONNX Runtime's oldest, 7 (UnsqueezeElimination matches only the attribute form of Unsqueeze,
+/// before 13; AttentionFusion's patterns fuse only at their own opset 9).
+pub const MIN_OWN_OPSET: i64 = 7;
 
 /// Symbolic and empty dims (a captured model's batch size, which extraction ran as 0) fixed to 1 in a pattern's
 /// graph inputs and outputs and its ports, so that it can be fed and spliced; inner values declared with such
@@ -100,6 +105,17 @@ fn random(p: &crate::pattern::Pattern) -> bool {
     })
 }
 
+/// Whether a pattern's unoptimized run works on generated inputs (two draws): one whose open inputs decide shapes
+/// (an Expand's shape computed from one) fails its reference on most values, and every test of it is invalid.
+fn runs_clean(w: &mut crate::compiler::worker::Worker, p: &crate::pattern::Pattern) -> bool {
+    use crate::compiler::{Config, Level, Status};
+    let Ok(bytes) = p.encode() else { return false };
+    (1..=2).all(|seed| {
+        let Ok(feeds) = crate::compiler::inputs::generate(&p.model.graph, seed) else { return false };
+        w.run(&bytes, &feeds, &Config::level(Level::Disable)).status == Status::Ok
+    })
+}
+
 /// A pattern kept at its own opset, if it fires there, with the type of every inner value declared (from one
 /// run): the catalog follows opset-20 signatures, so synthesis takes the types of its ops that changed since
 /// (ReduceMean's axes attribute before 18) from these declarations instead of inferring them.
@@ -107,7 +123,7 @@ fn own_opset_usable(
     w: &mut crate::compiler::worker::Worker,
     mut p: crate::pattern::Pattern,
 ) -> Option<crate::pattern::Pattern> {
-    if !crate::pattern::extract::verify(w, &p) {
+    if !crate::pattern::extract::verify(w, &p) || !runs_clean(w, &p) {
         return None;
     }
     let feeds = crate::compiler::inputs::generate(&p.model.graph, 0).ok()?;
@@ -128,9 +144,10 @@ fn constant_bytes(p: &crate::pattern::Pattern) -> usize {
 /// The patterns of a library that still fire their pass when placed in a model of ai.onnx opset `opset`
 /// (seeds are written at that opset): each is bumped to max(its opset, `opset`), its symbolic port dims fixed to
 /// 1, shrunk when its ports are too large, and verified in a worker (patterns whose results are random by the
-/// spec, [`random`], are left out); one that does not fire bumped but does at its own opset (at least
+/// spec, [`random`], and those whose unoptimized run fails on generated inputs, [`runs_clean`], are left out);
+/// one that does not fire bumped but does at its own opset (at least
 /// [`MIN_OWN_OPSET`]) is kept at its own opset. Also returns the passes none of whose
-/// patterns is usable, each with why (`too large`, `does not fire at opset N`).
+/// patterns is usable, each with why (`too large`, `do not fire at opset N or fail their unoptimized run`).
 pub fn usable_ort_patterns(
     spec: &crate::compiler::worker::WorkerSpec,
     jobs: usize,
@@ -139,8 +156,14 @@ pub fn usable_ort_patterns(
 ) -> anyhow::Result<(Vec<crate::pattern::Pattern>, Vec<(String, String)>)> {
     let pool = crate::compiler::worker::Pool::start(spec, jobs.clamp(1, patterns.len().max(1)))?;
     let mut why: std::collections::BTreeMap<String, [usize; 3]> = Default::default();
+    let mut fewest: std::collections::HashMap<String, usize> = Default::default();
+    for p in &patterns {
+        let n = fewest.entry(p.meta.pass.clone()).or_insert(usize::MAX);
+        *n = (*n).min(p.model.graph.node_count());
+    }
     let small = |p: &crate::pattern::Pattern| {
-        p.model.graph.node_count() <= MAX_PATTERN_NODES
+        let nodes = p.model.graph.node_count();
+        (nodes <= MAX_PATTERN_NODES || (nodes <= MAX_ALONE_NODES && fewest.get(&p.meta.pass) == Some(&nodes)))
             && constant_bytes(p) <= MAX_PATTERN_CONST_BYTES
             && p.meta
                 .inputs
@@ -167,7 +190,10 @@ pub fn usable_ort_patterns(
     }
     // a pattern that fires only at its own opset (at least MIN_OWN_OPSET) is kept there: its tests are written at
     // that opset, with seeds that avoid the newer ops (SynthSource)
-    let verified = pool.map(bumped, |w, p| if crate::pattern::extract::verify(w, &p) { Ok(p) } else { Err(()) });
+    let verified = pool.map(bumped, |w, p| match crate::pattern::extract::verify(w, &p) && runs_clean(w, &p) {
+        true => Ok(p),
+        false => Err(()),
+    });
     let retry: Vec<crate::pattern::Pattern> =
         verified.iter().zip(own_opset).filter_map(|(v, own)| own.filter(|_| v.is_err())).collect();
     let mut ok: Vec<crate::pattern::Pattern> = verified.into_iter().flatten().collect();
@@ -180,9 +206,9 @@ pub fn usable_ort_patterns(
         .filter(|(_, [_, _, usable])| *usable == 0)
         .map(|(pass, [total, big, _])| {
             let reason = match big {
-                0 => format!("{total} do not fire at opset {opset}"),
+                0 => format!("{total} do not fire at opset {opset} or fail their unoptimized run"),
                 b if b == total => format!("{total} too large, without static ports or random"),
-                b => format!("{b} too large or random, {} do not fire at opset {opset}", total - b),
+                b => format!("{b} too large or random, {} do not fire at opset {opset} or fail unoptimized", total - b),
             };
             (pass, reason)
         })
