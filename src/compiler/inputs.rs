@@ -21,9 +21,39 @@ enum Range {
     Index,
     /// A probability (Dropout ratio): in [0, 0.5).
     Ratio,
+    /// An attention mask ([`read_as_mask`]): 0 or 1.
+    Mask,
+}
+
+/// Whether value `name` of `g` is read as an attention mask: moved only (Unsqueeze, Squeeze, Reshape, Expand, Cast)
+/// into the subtracted side of a Sub, BERT's `(1 - mask) * -10000`. ORT's AttentionFusion replaces that with its
+/// Attention's mask input, defined for 0/1 masks only: other values are outside the model's domain, and a finding
+/// on them is no optimizer bug.
+pub fn read_as_mask(g: &Graph, name: &str) -> bool {
+    let mut frontier = vec![name.to_string()];
+    for _ in 0..5 {
+        let mut next = Vec::new();
+        for v in &frontier {
+            for (id, slot) in g.consumers(v) {
+                let n = g.node(id);
+                match (n.op.name.as_str(), slot) {
+                    ("Sub", 1) => return true,
+                    ("Unsqueeze" | "Squeeze" | "Reshape" | "Expand" | "Cast", 0) => {
+                        next.extend(n.outputs.iter().cloned())
+                    }
+                    _ => {}
+                }
+            }
+        }
+        frontier = next;
+    }
+    false
 }
 
 fn range_for(g: &Graph, name: &str) -> Range {
+    if read_as_mask(g, name) {
+        return Range::Mask;
+    }
     let mut r = Range::Any;
     // what bodies of If, Loop and Scan that read it from this graph want of it (unless they define the name)
     for id in g.node_ids().filter(|&id| g.node(id).implicit_inputs().contains(name)) {
@@ -94,6 +124,7 @@ pub fn generate(g: &Graph, seed: u64) -> anyhow::Result<Vec<NamedTensor>> {
 fn value(rng: &mut rand_chacha::ChaCha8Rng, dtype: DType, range: Range) -> f64 {
     match (range, dtype) {
         (Range::Index, _) => 0.0,
+        (Range::Mask, _) => rng.random_range(0..2) as f64,
         (Range::Ratio, _) => rng.random_range(0.0..0.5),
         (_, DType::Bool) => rng.random_range(0..2) as f64,
         (Range::Positive, d) if d.is_float() => {
@@ -196,5 +227,34 @@ mod tests {
             let idx = feeds.iter().find(|f| f.name == "idx").unwrap();
             assert!(idx.tensor.to_i64s().unwrap().iter().all(|&i| i == 0), "seed {seed}");
         }
+    }
+
+    /// BERT's mask idiom, `(1 - Cast(Unsqueeze(mask))) * -10000`: the mask gets 0/1 values, the other input any.
+    #[test]
+    fn an_attention_mask_gets_zeros_and_ones() {
+        let mut g = Graph::new("g");
+        g.add_input("mask", TensorType::new(DType::I64, &[2, 3]));
+        g.add_input("x", TensorType::new(DType::I64, &[2, 1, 3]));
+        g.add_initializer("one", crate::graph::Tensor::from_f32(&[], &[1.0]));
+        g.add_initializer("axes", crate::graph::Tensor::from_i64(&[1], &[1]));
+        g.add_node(Node::new("u", OpId::onnx("Unsqueeze"), vec!["mask".into(), "axes".into()], vec!["m1".into()]))
+            .unwrap();
+        let cast =
+            Node::new("c", OpId::onnx("Cast"), vec!["m1".into()], vec!["m2".into()]).with_attr("to", Attr::Int(1));
+        g.add_node(cast).unwrap();
+        g.add_node(Node::new("s", OpId::onnx("Sub"), vec!["one".into(), "m2".into()], vec!["y".into()])).unwrap();
+        g.add_node(Node::new("a", OpId::onnx("Add"), vec!["x".into(), "x".into()], vec!["z".into()])).unwrap();
+        g.add_output("y", TensorType::new(DType::F32, &[2, 1, 3]));
+        g.add_output("z", TensorType::new(DType::I64, &[2, 1, 3]));
+        assert_eq!(range_for(&g, "mask"), Range::Mask);
+        assert_eq!(range_for(&g, "x"), Range::Any);
+        let (mut masks, mut others) = (Vec::new(), Vec::new());
+        for seed in 0..20 {
+            let feeds = generate(&g, seed).unwrap();
+            masks.extend(feeds.iter().find(|f| f.name == "mask").unwrap().tensor.to_i64s().unwrap());
+            others.extend(feeds.iter().find(|f| f.name == "x").unwrap().tensor.to_i64s().unwrap());
+        }
+        assert!(masks.iter().all(|&m| m == 0 || m == 1) && masks.contains(&0) && masks.contains(&1), "{masks:?}");
+        assert!(others.iter().any(|&v| v != 0 && v != 1), "only the mask is narrowed");
     }
 }

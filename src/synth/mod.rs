@@ -66,14 +66,15 @@ const RANGE_SENSITIVE: &[(&str, usize)] = &[
     ("Attention", 3),
 ];
 
-/// Whether an open input of a pattern must stay in a range (`RANGE_SENSITIVE`, or an integer divisor: integer
-/// division by zero fails the run), so that it becomes a fresh graph input, which input generation keeps in range.
+/// Whether an open input of a pattern must stay in a range (`RANGE_SENSITIVE`, an integer divisor: integer
+/// division by zero fails the run, or an attention mask: 0/1), so that it becomes a fresh graph input, which input
+/// generation keeps in range.
 fn range_sensitive(pg: &Graph, port: &crate::pattern::Port) -> bool {
     pg.consumers(&port.name).iter().any(|&(id, slot)| {
         let op = pg.node(id).op.name.as_str();
         RANGE_SENSITIVE.iter().any(|&(o, s)| o == op && s == slot)
             || (matches!(op, "Div" | "Mod") && slot == 1 && port.ty.dtype.is_int())
-    })
+    }) || crate::compiler::inputs::read_as_mask(pg, &port.name)
 }
 
 /// The value an open input of a pattern must hold when the pattern's types follow from it: a ConstantOfShape's
