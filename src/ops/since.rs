@@ -27,20 +27,26 @@ pub fn typed_at(g: &crate::graph::Graph, opset: i64) -> std::borrow::Cow<'_, cra
             && newer.contains(&n.op.name.as_str())
             && n.outputs.iter().all(|o| o.is_empty() || g.types.contains_key(o))
     };
+    opaque_where(g, opaque).unwrap_or(std::borrow::Cow::Borrowed(g))
+}
+
+/// The graph with the nodes `opaque` picks moved to a domain the catalog does not know, so that a non-strict
+/// check takes their outputs' declared types (a copy only when there are such nodes).
+pub fn opaque_where(
+    g: &crate::graph::Graph,
+    opaque: impl Fn(&crate::graph::Node) -> bool,
+) -> Result<std::borrow::Cow<'_, crate::graph::Graph>, crate::graph::GraphError> {
     if !g.node_ids().any(|id| opaque(g.node(id))) {
-        return std::borrow::Cow::Borrowed(g);
+        return Ok(std::borrow::Cow::Borrowed(g));
     }
-    let nodes = g.node_ids().map(|id| {
-        let mut n = g.node(id).clone();
+    let nodes = g.nodes_in_order()?.into_iter().map(|n| {
+        let mut n = n.clone();
         if opaque(&n) {
             n.op = crate::graph::OpId { domain: "oatest.opaque".into(), ..n.op };
         }
         n
     });
-    match g.with_nodes(nodes) {
-        Ok(h) => std::borrow::Cow::Owned(h),
-        Err(_) => std::borrow::Cow::Borrowed(g),
-    }
+    Ok(std::borrow::Cow::Owned(g.with_nodes(nodes)?))
 }
 
 #[cfg(test)]

@@ -334,7 +334,9 @@ pub fn splice(
             }
         }
     }
-    check_graph(with_opaque(&out, &opaque)?.as_ref(), false).map_err(|e| format!("spliced graph is invalid: {e}"))?;
+    let typed = crate::ops::since::opaque_where(&out, |n| n.outputs.iter().any(|o| opaque.contains(o)))
+        .map_err(|e| e.to_string())?;
+    check_graph(typed.as_ref(), false).map_err(|e| format!("spliced graph is invalid: {e}"))?;
 
     let mut m = Model::new(out);
     m.ir_version = seed.ir_version.max(p.model.ir_version).min(10);
@@ -397,23 +399,6 @@ fn edge_port(
         }
     }
     None
-}
-
-/// The graph with the nodes that define a value in `opaque` moved to a domain the catalog does not know, so that a
-/// check takes their outputs' declared types (a copy only when there are such nodes; outputs, not node names, tell
-/// them apart: a pattern's nodes may be unnamed).
-fn with_opaque<'a>(g: &'a Graph, opaque: &HashSet<String>) -> Result<std::borrow::Cow<'a, Graph>, String> {
-    if opaque.is_empty() {
-        return Ok(std::borrow::Cow::Borrowed(g));
-    }
-    let nodes = g.nodes_in_order().map_err(|e| e.to_string())?.into_iter().map(|n| {
-        let mut n = n.clone();
-        if n.outputs.iter().any(|o| opaque.contains(o)) {
-            n.op = crate::graph::OpId { domain: "oatest.opaque".into(), ..n.op };
-        }
-        n
-    });
-    Ok(std::borrow::Cow::Owned(g.with_nodes(nodes).map_err(|e| e.to_string())?))
 }
 
 /// Output types of a pattern graph, recomputed by catalog inference (every op must be known).
