@@ -86,7 +86,8 @@ impl Done {
 
     /// A placeholder for a test that could not be built (`why`): processed in order, counted as a failure.
     pub(super) fn skipped(id: u64, why: String, gen_sec: f64) -> Done {
-        let test = Test { id, model: Vec::new(), inputs: Vec::new(), origin: String::new(), target_pass: None };
+        let test =
+            Test { id, model: Vec::new(), inputs: Vec::new(), origin: String::new(), target_pass: None, extra: None };
         Done { gen_error: Some(why), gen_sec, ..Done::new(test, false) }
     }
 }
@@ -146,13 +147,16 @@ pub(super) fn execute(
         let mut all = Done::new(job.test, true);
         all.gen_sec = job.gen_sec;
         all.wait_sec = waited.elapsed().as_secs_f64();
-        if let Some(extra) = rotation.extra(all.test.id) {
+        // the rotation's extra configuration, on the tests its id picks (single-target ORT campaigns only): the
+        // test says which it ran when it is fed back
+        let extra = rotation.extra(all.test.id, all.test.extra).map(|(i, c)| (i, c.clone()));
+        all.test.extra = extra.as_ref().map(|e| e.0);
+        if let Some((_, extra)) = &extra {
             free_dims(&mut all.test, extra);
         }
         let hints = hints(&all.test);
         let mut references: Vec<Outcome> = Vec::new();
         for (k, w) in lane.iter_mut().enumerate() {
-            // the rotation's extra configuration, on the tests its id picks (single-target ORT campaigns only)
             let mut mine = Cow::Borrowed(&configs[k]);
             // the most optimized configuration saves its graph on the tests picked for feedback
             let save = (k == 0 && rotation.saves(all.test.id) && !all.test.is_recipe()).then(|| {
@@ -162,7 +166,7 @@ pub(super) fn execute(
                 let last = mine.len() - 1;
                 mine.to_mut()[last].save_optimized = Some(path.clone());
             }
-            if let Some(extra) = rotation.extra(all.test.id) {
+            if let Some((_, extra)) = &extra {
                 mine.to_mut().push(extra.clone());
             }
             let (outcomes, mut j, dropped, reruns) = run_and_judge(w, &all.test, &mine, &oracle, &hints);

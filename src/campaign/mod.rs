@@ -84,6 +84,7 @@ pub fn run(
         configs: if ort { crate::compiler::named::rotation(&infos[0].version) } else { Vec::new() },
         save_every: if ort && settings.mode == Mode::Synth { settings.feedback_every } else { 0 },
     };
+    source.rotation(if rotation.every > 0 { rotation.configs.len() } else { 0 });
     let target_name = infos.iter().map(|i| i.target.clone()).collect::<Vec<_>>().join(",");
     let target_version = infos.iter().map(|i| i.version.clone()).collect::<Vec<_>>().join(",");
     // a shard makes every `count`-th id from its own first one (the whole campaign: every id)

@@ -94,14 +94,17 @@ fn mix(id: u64) -> u64 {
 }
 
 impl Rotation {
-    /// The extra configuration of test `id`, if it gets one: a function of the id alone (splitmix64 of it), so
-    /// shards and resumed runs agree, and the rotation's configurations come in turn.
-    pub fn extra(&self, id: u64) -> Option<&Config> {
+    /// The extra configuration of test `id`, if it gets one: whether is a function of the id alone (splitmix64
+    /// of it), so shards and resumed runs agree; which is the one the test's source chose (`chosen`, an index
+    /// into `configs`: the coverage schedule's), else the rotation's configurations in turn. With its index.
+    pub fn extra(&self, id: u64, chosen: Option<usize>) -> Option<(usize, &Config)> {
         if self.every == 0 || self.configs.is_empty() {
             return None;
         }
         let z = mix(id);
-        (z % self.every == 0).then(|| &self.configs[((z / self.every) % self.configs.len() as u64) as usize])
+        let turn = ((z / self.every) % self.configs.len() as u64) as usize;
+        let i = chosen.filter(|&i| i < self.configs.len()).unwrap_or(turn);
+        (z % self.every == 0).then(|| (i, &self.configs[i]))
     }
 
     /// Whether test `id` has the target save its most optimized graph (for the seed pool).
@@ -234,13 +237,18 @@ mod tests {
     fn the_rotation_picks_one_test_in_every_and_each_configuration_in_turn() {
         let configs = crate::compiler::named::rotation("1.31.1");
         let r = super::Rotation { every: 8, configs: configs.clone(), save_every: 0 };
-        let picked: Vec<&crate::compiler::Config> = (0..80_000).filter_map(|id| r.extra(id)).collect();
+        let picked: Vec<&crate::compiler::Config> =
+            (0..80_000).filter_map(|id| r.extra(id, None)).map(|e| e.1).collect();
         assert!((9_000..11_000).contains(&picked.len()), "{} of 80000", picked.len());
         for c in &configs {
             assert!(picked.iter().filter(|p| **p == c).count() > 800, "{c} comes too rarely");
         }
-        assert_eq!(r.extra(12345), r.extra(12345));
-        assert!(super::Rotation { every: 0, configs, save_every: 16 }.extra(0).is_none());
+        assert_eq!(r.extra(12345, None), r.extra(12345, None));
+        // a source's choice picks which, never whether
+        let chosen: Vec<usize> = (0..80_000).filter_map(|id| r.extra(id, Some(2))).map(|e| e.0).collect();
+        assert_eq!(chosen.len(), picked.len());
+        assert!(chosen.iter().all(|&i| i == 2));
+        assert!(super::Rotation { every: 0, configs, save_every: 16 }.extra(0, Some(1)).is_none());
     }
 
     #[test]

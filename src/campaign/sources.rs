@@ -168,6 +168,13 @@ pub fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
             }
             anyhow::ensure!(!usable.is_empty(), "no usable patterns");
             let mut synth = SynthSource::new(s.seed, cfg, usable, s.schedule, s.shard.count);
+            let (lowered, copies) = synth.lowered_counts();
+            if copies > 0 {
+                eprintln!(
+                    "{lowered} of them are also patterns of older opsets ({copies} copies): they also go into the \
+                     tests written at those opsets"
+                );
+            }
             if let Some(dir) = &s.seeds_dir {
                 // seed graphs from --seeds serve as synthesis bases too (those the op catalog can type-check)
                 for f in crate::util::onnx_files(dir)? {
@@ -214,6 +221,9 @@ impl TestSource for ModelTypes {
     }
     fn feedback(&self, test: &crate::synth::source::Test, clean: bool, fired: &[String]) {
         self.inner.feedback(test, clean, fired)
+    }
+    fn rotation(&self, configs: usize) {
+        self.inner.rotation(configs)
     }
     fn feed_seed(&self, test: &crate::synth::source::Test, fired: &[String]) {
         self.inner.feed_seed(test, fired)

@@ -209,6 +209,9 @@ impl TestSource for ArcSource {
     fn feed_seed(&self, test: &Test, fired: &[String]) {
         self.0.feed_seed(test, fired)
     }
+    fn rotation(&self, configs: usize) {
+        self.0.rotation(configs)
+    }
 }
 
 type Case = (Vec<u8>, Vec<NamedTensor>);

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub mod branch;
 pub mod bridges;
+pub mod lower;
 pub mod recipe;
 pub mod relax_usable;
 pub mod schedule;
@@ -107,7 +108,9 @@ pub fn splice(
     point: Option<usize>,
 ) -> Result<(Model, SpliceInfo), String> {
     let g = &seed.graph;
-    let types = check_graph(g, false).map_err(|e| format!("seed does not type-check: {e}"))?;
+    // a seed written at an older opset: its older-form nodes (of an earlier own-opset pattern) by declarations
+    let types = check_graph(&crate::ops::since::typed_at(g, seed.opset()), false)
+        .map_err(|e| format!("seed does not type-check: {e}"))?;
     let order = g.topo_order().map_err(|e| e.to_string())?;
     let k = point.unwrap_or_else(|| rng.random_range(0..=order.len())).min(order.len());
     let mut info = SpliceInfo { point: k, ..Default::default() };
@@ -139,17 +142,12 @@ pub fn splice(
 
     let pg = &p.model.graph;
     let rename = |n: &str| if n.is_empty() { String::new() } else { format!("p{tag}_{n}") };
-    // a pattern kept at its own older opset: its ops whose signature changed since are typed by its declarations,
-    // which hold only for the pattern's own shapes: no abstract reuse then
-    let newer = if p.model.opset() < crate::graph::DEFAULT_OPSET {
-        crate::ops::since::newer_than(p.model.opset())
-    } else {
-        Vec::new()
-    };
+    // a pattern at an older opset: its nodes of an older form (not the same node at opset 20) are typed by its
+    // declarations, which hold only for the pattern's own shapes: no abstract reuse then
     let opaque: HashSet<String> = pg
         .node_ids()
         .map(|id| pg.node(id))
-        .filter(|n| n.op.domain.is_empty() && newer.contains(&n.op.name.as_str()))
+        .filter(|n| !crate::ops::since::same_at(n, |v| pg.tensor_type(v).map(|t| t.dtype), p.model.opset()))
         .flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()).map(|o| rename(o)))
         .collect();
     let mut counter = 0u64;
@@ -319,6 +317,12 @@ pub fn splice(
     for (n, t) in new_outputs {
         out.add_output(&n, t);
     }
+    // a pattern output of an older form read by the seed's nodes: declared, so that a later test can type it
+    for o in pg.outputs.iter().filter(|o| opaque.contains(&rename(o))) {
+        if let Some(t) = out_types.get(o).filter(|_| !out.types.contains_key(&rename(o))) {
+            out.types.insert(rename(o), t.clone().into());
+        }
+    }
     for (n, t) in &g.types {
         if !out.types.contains_key(n) && out.is_defined(n) {
             out.types.insert(n.clone(), t.clone());
@@ -334,8 +338,11 @@ pub fn splice(
             }
         }
     }
-    let typed = crate::ops::since::opaque_where(&out, |n| n.outputs.iter().any(|o| opaque.contains(o)))
-        .map_err(|e| e.to_string())?;
+    // (and so are a base's own older-form nodes, from an earlier test at this opset)
+    let typed = crate::ops::since::opaque_where(&out, |n| {
+        n.outputs.iter().any(|o| opaque.contains(o)) || crate::ops::since::older_by_declarations(&out, n, opset)
+    })
+    .map_err(|e| e.to_string())?;
     check_graph(typed.as_ref(), false).map_err(|e| format!("spliced graph is invalid: {e}"))?;
 
     let mut m = Model::new(out);

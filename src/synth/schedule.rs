@@ -5,6 +5,11 @@
 //! `1 + sum 1/(1+pairs(P,q))` over the passes `q` it fired, so that rare pass pairs with the pattern's pass `P`
 //! come first.
 //!
+//! The configuration of a test the campaign's rotation gives an extra one (which tests do is the campaign's,
+//! by id) is chosen too: configuration `c` by `1/sqrt(1+r) + sum ((h+1)/(t+1)) / sqrt(1+fired(q))` over its own
+//! passes `q` (those that fired only under it, never without an extra configuration), `r` the tests run under
+//! it, `t` and `h` those built for the pattern's pass and those of them in which an own pass of `c` fired.
+//!
 //! Determinism: the counts come from [`Coverage::feed`] in test-id order and are frozen every [`EPOCH`] tests
 //! (times the stride); test `i` uses the counts of the tests below the last epoch boundary `<= i + 1 -
 //! POOL_LAG * stride`, which the campaign has processed before it makes `i`. So a test depends on (seed, id)
@@ -76,6 +81,14 @@ struct Counts {
     pairs: HashMap<(u32, u32), u64>,
     /// By pattern: [splices tried, splices that worked].
     spliced: Vec<[u64; 2]>,
+    /// By pass: tests without an extra configuration in which it fired.
+    plain: Vec<u64>,
+    /// By configuration of the rotation: tests run under it.
+    config_ran: Vec<u64>,
+    /// (configuration, pass): tests run under the configuration in which the pass fired.
+    under: BTreeMap<(usize, u32), u64>,
+    /// (configuration, pass built for): [tests, those in which an own pass of the configuration fired].
+    config_built: HashMap<(usize, u32), [u64; 2]>,
 }
 
 impl Counts {
@@ -89,6 +102,8 @@ pub struct Frozen {
     counts: Counts,
     /// Cumulative pattern weights (empty: uniform).
     cumulative: Vec<f64>,
+    /// By configuration of the rotation: its own passes (fired only under it).
+    own: Vec<Vec<u32>>,
 }
 
 struct Live {
@@ -112,6 +127,8 @@ pub struct Coverage {
     attempts: Mutex<HashMap<u64, Vec<(usize, bool)>>>,
     /// What the tests before the first boundary see: no counts yet (and all that `uniform` ever sees).
     empty: Arc<Frozen>,
+    /// How many configurations the campaign's rotation has (0: none, or not told).
+    configs: std::sync::atomic::AtomicUsize,
 }
 
 impl Coverage {
@@ -125,8 +142,10 @@ impl Coverage {
         }
         let live = Live { names, counts: Counts::default(), last_fed: None, frozen: BTreeMap::new() };
         let (live, attempts) = (Mutex::new(live), Mutex::default());
-        let empty = Arc::new(Frozen { counts: Counts::default(), cumulative: Vec::new() });
-        let mut c = Coverage { schedule, pattern_pass, per_pass, stride: stride.max(1), live, attempts, empty };
+        let empty = Arc::new(Frozen { counts: Counts::default(), cumulative: Vec::new(), own: Vec::new() });
+        let configs = Default::default();
+        let mut c =
+            Coverage { schedule, pattern_pass, per_pass, stride: stride.max(1), live, attempts, empty, configs };
         c.empty = Arc::new(c.freeze(&Counts::default()));
         c
     }
@@ -145,14 +164,19 @@ impl Coverage {
         self.attempts.lock().unwrap_or_else(|e| e.into_inner()).entry(id).or_default().push((k, worked));
     }
 
+    /// Told, before the first test, how many configurations the campaign's rotation has.
+    pub fn set_configs(&self, n: usize) {
+        self.configs.store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// The ids of these passes (for the seed pool), counting nothing.
     pub fn ids(&self, fired: &[String]) -> Arc<[u32]> {
         self.live.lock().unwrap_or_else(|e| e.into_inner()).names.ids(fired).into()
     }
 
-    /// Told, in test-id order, the passes test `id` fired (`built_for`: the pass it was made to fire). Returns
-    /// the fired passes as ids, for the seed pool.
-    pub fn feed(&self, id: u64, built_for: Option<&str>, fired: &[String]) -> Arc<[u32]> {
+    /// Told, in test-id order, the passes test `id` fired (`built_for`: the pass it was made to fire; `extra`:
+    /// the configuration of the rotation it also ran). Returns the fired passes as ids, for the seed pool.
+    pub fn feed(&self, id: u64, built_for: Option<&str>, fired: &[String], extra: Option<usize>) -> Arc<[u32]> {
         let mut guard = self.live.lock().unwrap_or_else(|e| e.into_inner());
         let live = &mut *guard;
         let ids = live.names.ids(fired);
@@ -192,6 +216,25 @@ impl Coverage {
             c.built[p as usize][0] += 1;
             c.built[p as usize][1] += ids.contains(&p) as u64;
         }
+        c.plain.resize(n, 0);
+        match extra {
+            None => ids.iter().for_each(|&q| c.plain[q as usize] += 1),
+            Some(e) => {
+                if c.config_ran.len() <= e {
+                    c.config_ran.resize(e + 1, 0);
+                }
+                c.config_ran[e] += 1;
+                for &q in ids.iter() {
+                    *c.under.entry((e, q)).or_default() += 1;
+                }
+                if let Some(p) = built_for {
+                    let own = ids.iter().any(|&q| c.plain[q as usize] == 0);
+                    let t = c.config_built.entry((e, p)).or_default();
+                    t[0] += 1;
+                    t[1] += own as u64;
+                }
+            }
+        }
         ids.into()
     }
 
@@ -216,7 +259,11 @@ impl Coverage {
 
     fn freeze(&self, c: &Counts) -> Frozen {
         if self.schedule == Schedule::Uniform {
-            return Frozen { counts: Counts::default(), cumulative: Vec::new() };
+            return Frozen { counts: Counts::default(), cumulative: Vec::new(), own: Vec::new() };
+        }
+        let mut own = vec![Vec::new(); c.config_ran.len()];
+        for (&(e, q), _) in c.under.iter().filter(|(&(_, q), _)| c.plain.get(q as usize).is_none_or(|&n| n == 0)) {
+            own[e].push(q);
         }
         let get = |v: &Vec<u64>, p: u32| v.get(p as usize).copied().unwrap_or(0) as f64;
         let mut total = 0.0;
@@ -233,7 +280,31 @@ impl Coverage {
                 total
             })
             .collect();
-        Frozen { counts: c.clone(), cumulative }
+        Frozen { counts: c.clone(), cumulative, own }
+    }
+
+    /// Which configuration of the rotation a test of pattern `k` runs if it gets an extra one (None: uniform,
+    /// no rotation, or no counts yet: the rotation's turn).
+    pub fn pick_config(&self, f: &Frozen, k: usize, rng: &mut impl rand::Rng) -> Option<usize> {
+        let n = self.configs.load(std::sync::atomic::Ordering::Relaxed);
+        if self.schedule == Schedule::Uniform || n == 0 || f.counts.config_ran.is_empty() {
+            return None;
+        }
+        let (c, p) = (&f.counts, self.pattern_pass[k]);
+        let mut total = 0.0;
+        let cumulative: Vec<f64> = (0..n)
+            .map(|e| {
+                let ran = c.config_ran.get(e).copied().unwrap_or(0) as f64;
+                let [t, h] = c.config_built.get(&(e, p)).copied().unwrap_or([0, 0]);
+                let rate = (h as f64 + 1.0) / (t as f64 + 1.0);
+                let own = f.own.get(e).map_or(&[][..], |o| &o[..]);
+                let fired = |q: u32| c.fired.get(q as usize).copied().unwrap_or(0) as f64;
+                total += 1.0 / (1.0 + ran).sqrt() + own.iter().map(|&q| rate / (1.0 + fired(q)).sqrt()).sum::<f64>();
+                total
+            })
+            .collect();
+        let x = rng.random::<f64>() * total;
+        Some(cumulative.partition_point(|&c| c <= x).min(n - 1))
     }
 
     /// Index of the pattern to use.
@@ -283,7 +354,7 @@ mod tests {
         let cov = Coverage::new(Schedule::Coverage, &["A", "A", "A", "B"], 1);
         let lag = POOL_LAG;
         for id in 0..lag + 2 * EPOCH {
-            cov.feed(id, Some("A"), &fired(&["A", "C"]));
+            cov.feed(id, Some("A"), &fired(&["A", "C"]), None);
         }
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
         // before any boundary: passes alike (B's one pattern as likely as A's three together)
@@ -296,7 +367,7 @@ mod tests {
         assert!(b_late > 3500, "{b_late}");
         // bases: one whose passes never met B comes before one that met it often
         for id in lag + 2 * EPOCH..lag + 4 * EPOCH {
-            cov.feed(id, Some("B"), &fired(&["B", "C"]));
+            cov.feed(id, Some("B"), &fired(&["B", "C"]), None);
         }
         // the view of a test that may use every test fed so far: B met C in 128 tests, A never
         let f = cov.view(2 * lag + 4 * EPOCH - 1);
@@ -311,13 +382,49 @@ mod tests {
     }
 
     #[test]
+    fn an_extra_configuration_goes_where_its_own_passes_fire() {
+        let cov = Coverage::new(Schedule::Coverage, &["A", "B"], 1);
+        cov.set_configs(3);
+        for id in 0..POOL_LAG + 2 * EPOCH {
+            // tests built for A fire X under configuration 1 only; configurations 0 and 2 add nothing of their own
+            let built = ["A", "B"][(id % 2) as usize];
+            let extra = [None, Some(0), Some(1), Some(2)][(id / 2 % 4) as usize];
+            let mut f = vec![built];
+            if built == "A" && extra == Some(1) {
+                f.push("X");
+            }
+            cov.feed(id, Some(built), &fired(&f), extra);
+        }
+        let view = cov.view(POOL_LAG + 2 * EPOCH - 1);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let mut n = [0; 3];
+        for _ in 0..3000 {
+            n[cov.pick_config(&view, 0, &mut rng).unwrap()] += 1;
+        }
+        // in the 128 tests the view holds, each configuration ran 32 times (weight 1/sqrt(33)) and X fired 16
+        // times, in every test of A under configuration 1 (1/sqrt(17) more): about 55% for configuration 1
+        assert!(n[1] > 1400 && n[0] > 300 && n[2] > 300, "{n:?}");
+        // a test of B never fired X under configuration 1: less of its share goes there
+        let mut b = [0; 3];
+        for _ in 0..3000 {
+            b[cov.pick_config(&view, 1, &mut rng).unwrap()] += 1;
+        }
+        assert!(b[1] < n[1], "{b:?} vs {n:?}");
+        // uniform, or before the first boundary: the rotation's turn
+        assert_eq!(cov.pick_config(&cov.view(0), 0, &mut rng), None);
+        let uni = Coverage::new(Schedule::Uniform, &["A", "B"], 1);
+        uni.set_configs(3);
+        assert_eq!(uni.pick_config(&uni.view(POOL_LAG + 2 * EPOCH - 1), 0, &mut rng), None);
+    }
+
+    #[test]
     fn a_pattern_that_does_not_splice_loses_its_energy() {
         let cov = Coverage::new(Schedule::Coverage, &["A", "B", "B"], 1);
         for id in 0..POOL_LAG + EPOCH {
             // pattern 1 never splices (its test falls back to pattern 2, which fires B)
             cov.attempted(id, 1, false);
             cov.attempted(id, 2, true);
-            cov.feed(id, Some("B"), &fired(&["B"]));
+            cov.feed(id, Some("B"), &fired(&["B"]), None);
         }
         let f = cov.view(POOL_LAG + EPOCH - 1);
         let mut rng = rand::rngs::StdRng::seed_from_u64(2);
@@ -339,13 +446,13 @@ mod tests {
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for id in 0..n {
             a.push(eager.view(id).cumulative.clone());
-            eager.feed(id, Some(passes[(id % 2) as usize]), &fire(id));
+            eager.feed(id, Some(passes[(id % 2) as usize]), &fire(id), None);
         }
         let mut fed = 0;
         for id in 0..n {
             // only what the campaign guarantees: every test <= id - POOL_LAG fed
             while fed + POOL_LAG <= id {
-                lazy.feed(fed, Some(passes[(fed % 2) as usize]), &fire(fed));
+                lazy.feed(fed, Some(passes[(fed % 2) as usize]), &fire(fed), None);
                 fed += 1;
             }
             b.push(lazy.view(id).cumulative.clone());

@@ -19,6 +19,9 @@ pub struct Test {
     pub origin: String,
     /// The pass this test was built to trigger (synthesized tests only).
     pub target_pass: Option<String>,
+    /// Which configuration of the campaign's rotation this test runs if its id gets an extra one (an index; the
+    /// source's choice, None: the rotation's turn). When it is fed back: the one it ran, if any.
+    pub extra: Option<usize>,
 }
 
 impl Test {
@@ -38,6 +41,9 @@ pub trait TestSource: Send + Sync {
     /// Told, right after the `feedback` of a passing test, a second-order seed made from it (ORT's optimized
     /// graph of the test, in `test.model`); `fired`: what the test fired.
     fn feed_seed(&self, _test: &Test, _fired: &[String]) {}
+    /// Told, before the first test, how many configurations the campaign's rotation has (`Test::extra` indexes
+    /// them).
+    fn rotation(&self, _configs: usize) {}
 }
 
 /// Random seed graphs (`oatest seeds gen`), inputs from the same seed.
@@ -50,7 +56,7 @@ impl TestSource for SeedgenSource {
     fn make(&self, id: u64) -> anyhow::Result<Test> {
         let m = generate(self.seed, id, &self.cfg);
         let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))?;
-        Ok(Test { id, model: onnx::encode_model(&m), inputs, origin: "seedgen".into(), target_pass: None })
+        Ok(Test { id, model: onnx::encode_model(&m), inputs, origin: "seedgen".into(), target_pass: None, extra: None })
     }
 }
 
@@ -86,7 +92,7 @@ impl TestSource for DirSource {
         let m = onnx::decode_model(&bytes).with_context(|| format!("{}: cannot import ONNX model", path.display()))?;
         let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))
             .with_context(|| format!("{}: cannot generate inputs", path.display()))?;
-        Ok(Test { id, model: bytes, inputs, origin: path.display().to_string(), target_pass: None })
+        Ok(Test { id, model: bytes, inputs, origin: path.display().to_string(), target_pass: None, extra: None })
     }
 }
 
@@ -105,6 +111,9 @@ impl TestSource for Mix {
     fn feed_seed(&self, test: &Test, fired: &[String]) {
         let n = self.0.len() as u64;
         self.0[(test.id % n) as usize].feed_seed(test, fired)
+    }
+    fn rotation(&self, configs: usize) {
+        self.0.iter().for_each(|s| s.rotation(configs))
     }
 }
 
@@ -128,17 +137,21 @@ pub fn optimized_seed(bytes: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Optimization-aware tests: a pattern spliced into a seed graph (a fresh one, or a passing test from the pool,
-/// so patterns of different passes combine: high-order synthesis). A pattern kept at its own opset below the
-/// seeds' (it fires only there) always takes a fresh seed written at its opset, and its tests stay out of the pool.
+/// so patterns of different passes combine: high-order synthesis). A pattern kept at its own opset X below the
+/// seeds' (it fires only there) takes a fresh seed written at X or a passing test written at X; the pool keeps
+/// those in a part of their own, which also takes the opset-20 patterns that are the same pattern at X
+/// ([`super::lower`]), so that the passes of older opsets meet the others.
 pub struct SynthSource {
     pub seed: u64,
     pub cfg: SeedConfig,
     pub patterns: Vec<crate::pattern::Pattern>,
     /// Seed graphs given with `--seeds DIR` (only those whose ops the catalog knows can be spliced into).
     pub extra_seeds: Vec<crate::graph::Model>,
-    /// (test id, model, passes it fired) of passing synthesized tests in id order; bounded (see
-    /// [`SynthSource::feedback`]).
-    pool: std::sync::Mutex<Vec<PoolEntry>>,
+    /// By ai.onnx opset: (test id, model, passes it fired) of passing synthesized tests in id order; each part
+    /// bounded (see [`SynthSource::pool_push`]).
+    pool: std::sync::Mutex<std::collections::BTreeMap<i64, Vec<PoolEntry>>>,
+    /// By pattern: its copies at the older opsets of the patterns kept at their own (see [`super::lower`]).
+    lowered: Vec<Vec<(i64, std::sync::Arc<crate::pattern::Pattern>)>>,
     /// The distance between the ids this source is asked for (a shard of N makes every N-th id): the pool lag
     /// counts in steps of it, so that a shard's tests depend on (seed, id) and the shard alone.
     stride: u64,
@@ -151,6 +164,8 @@ type PoolEntry = (u64, std::sync::Arc<crate::graph::Model>, std::sync::Arc<[u32]
 /// How many passing tests a test's seed pool holds: test `i` draws from the last `POOL_CAP` passing tests
 /// `<= i - POOL_LAG * stride`.
 pub const POOL_CAP: usize = 256;
+/// The same for the tests written at one older opset (those of patterns kept at their own opset).
+pub const OLDER_POOL_CAP: usize = 64;
 /// Test `i` may use pool entries of tests `<= i - POOL_LAG * stride` only: the campaign makes `i` only after
 /// those are processed, so a test depends on (seed, id) alone, however far ahead of the workers it is made.
 pub const POOL_LAG: u64 = 256;
@@ -166,7 +181,14 @@ impl SynthSource {
     ) -> SynthSource {
         let passes: Vec<&str> = patterns.iter().map(|p| p.meta.pass.as_str()).collect();
         let coverage = Coverage::new(schedule, &passes, stride);
-        SynthSource { seed, cfg, patterns, extra_seeds: Vec::new(), pool: Default::default(), stride, coverage }
+        let older: std::collections::BTreeSet<i64> =
+            patterns.iter().map(|p| p.model.opset()).filter(|&o| o < cfg.opset).collect();
+        let lowered = patterns
+            .iter()
+            .map(|p| if p.model.opset() >= cfg.opset { super::lower::lowered(p, &older) } else { Vec::new() })
+            .collect();
+        let pool = Default::default();
+        SynthSource { seed, cfg, patterns, extra_seeds: Vec::new(), pool, lowered, stride, coverage }
     }
 }
 
@@ -176,22 +198,38 @@ impl TestSource for SynthSource {
         anyhow::ensure!(!self.patterns.is_empty(), "no patterns to synthesize from");
         let mut rng = crate::seedgen::rng_for(self.seed ^ 0x5eed_5eed, id);
         let pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
-        // the view of test `id`: the last POOL_CAP passing tests old enough (a function of (seed, id) alone)
-        let end = pool.partition_point(|(pid, _, _)| pid + POOL_LAG * self.stride <= id);
-        let view: Vec<_> = pool[end.saturating_sub(POOL_CAP)..end].iter().map(|e| (e.1.clone(), e.2.clone())).collect();
+        // the view of test `id`, by opset: the last POOL_CAP passing tests old enough (a function of (seed, id))
+        let view: std::collections::BTreeMap<i64, Vec<_>> = pool
+            .iter()
+            .map(|(&opset, part)| {
+                let end = part.partition_point(|(pid, _, _)| pid + POOL_LAG * self.stride <= id);
+                let cap = self.pool_cap(opset);
+                (opset, part[end.saturating_sub(cap)..end].iter().map(|e| (e.1.clone(), e.2.clone())).collect())
+            })
+            .collect();
         drop(pool);
         let counts = self.coverage.view(id);
-        let fired: Vec<&[u32]> = view.iter().map(|e| &*e.1).collect();
         let mut last = String::new();
         for attempt in 0..6u64 {
             let k = self.coverage.pick_pattern(&counts, &mut rng);
-            let p = &self.patterns[k];
-            // a pattern kept at its own older opset (usable: it fires only there) goes into a fresh seed written
-            // at that opset, without the ops that changed since
-            let base = if p.model.opset() < self.cfg.opset {
-                generate(self.seed, id.wrapping_mul(8).wrapping_add(attempt), &self.cfg.at_opset(p.model.opset()))
-            } else if !view.is_empty() && rng.random_bool(0.5) {
-                (*view[self.coverage.pick_base(&counts, k, &fired, &mut rng)].0).clone()
+            let own = self.patterns[k].model.opset();
+            // the bases pattern `k` may take from the pool: tests at its opset (or at the seeds' and above), and,
+            // for a pattern at the seeds' opset, tests at each older opset it has a copy for (spliced as that copy)
+            let opsets = std::iter::once(self.part(own)).chain(self.lowered[k].iter().map(|(x, _)| *x));
+            let bases: Vec<(i64, &(std::sync::Arc<crate::graph::Model>, std::sync::Arc<[u32]>))> =
+                opsets.flat_map(|o| view.get(&o).into_iter().flatten().map(move |e| (o, e))).collect();
+            let fired: Vec<&[u32]> = bases.iter().map(|(_, e)| &*e.1).collect();
+            let mut p = &self.patterns[k];
+            // a pattern kept at its own older opset (usable: it fires only there) goes into a seed written at that
+            // opset, without the ops that changed since, or a passing test written there
+            let base = if !bases.is_empty() && rng.random_bool(0.5) {
+                let (opset, (m, _)) = bases[self.coverage.pick_base(&counts, k, &fired, &mut rng)];
+                if opset != self.part(own) {
+                    p = &self.lowered[k].iter().find(|(x, _)| *x == opset).expect("a base of a lowered opset").1;
+                }
+                (**m).clone()
+            } else if own < self.cfg.opset {
+                generate(self.seed, id.wrapping_mul(8).wrapping_add(attempt), &self.cfg.at_opset(own))
             } else if !self.extra_seeds.is_empty() && rng.random_bool(0.5) {
                 self.extra_seeds[rng.random_range(0..self.extra_seeds.len())].clone()
             } else {
@@ -215,6 +253,12 @@ impl TestSource for SynthSource {
                         inputs,
                         origin,
                         target_pass: Some(p.meta.pass.clone()),
+                        // (its own random stream: the test is the same whatever the schedule picks here)
+                        extra: self.coverage.pick_config(
+                            &counts,
+                            k,
+                            &mut crate::seedgen::rng_for(self.seed ^ 0xc0f1, id),
+                        ),
                     });
                 }
                 Err(e) => last = e,
@@ -224,10 +268,14 @@ impl TestSource for SynthSource {
     }
 
     fn feedback(&self, test: &Test, clean: bool, fired: &[String]) {
-        let fired = self.coverage.feed(test.id, test.target_pass.as_deref(), fired);
+        let fired = self.coverage.feed(test.id, test.target_pass.as_deref(), fired, test.extra);
         if clean {
             self.pool_push(test, fired);
         }
+    }
+
+    fn rotation(&self, configs: usize) {
+        self.coverage.set_configs(configs);
     }
 
     fn feed_seed(&self, test: &Test, fired: &[String]) {
@@ -244,17 +292,38 @@ impl SynthSource {
             return;
         }
         let Ok(m) = onnx::decode_model(&test.model) else { return };
-        // a test at an older opset than the seeds' is no base for patterns written at theirs, nor one whose
-        // inputs have symbolic dims (freed for a free-dimension override): splicing wants fixed dims
-        if m.opset() < self.cfg.opset || m.graph.has_symbolic_inputs() {
+        // a test whose inputs have symbolic dims (freed for a free-dimension override) is no base: splicing wants
+        // fixed dims; one written at an older opset goes to that opset's part
+        if m.graph.has_symbolic_inputs() {
             return;
         }
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
-        pool.push((test.id, std::sync::Arc::new(m), fired));
+        let opset = self.part(m.opset());
+        let part = pool.entry(opset).or_default();
+        part.push((test.id, std::sync::Arc::new(m), fired));
         // every test still to be made has an id above this one, so its view ends at or after the view of
-        // `test.id + 1`: what is older than that view's POOL_CAP entries is never drawn again
-        let end = pool.partition_point(|(pid, _, _)| pid + POOL_LAG * self.stride <= test.id + 1);
-        pool.drain(..end.saturating_sub(POOL_CAP));
+        // `test.id + 1`: what is older than that view's cap is never drawn again
+        let end = part.partition_point(|(pid, _, _)| pid + POOL_LAG * self.stride <= test.id + 1);
+        part.drain(..end.saturating_sub(self.pool_cap(opset)));
+    }
+
+    /// How many patterns have copies at older opsets, and how many copies.
+    pub fn lowered_counts(&self) -> (usize, usize) {
+        (self.lowered.iter().filter(|l| !l.is_empty()).count(), self.lowered.iter().map(Vec::len).sum())
+    }
+
+    /// The part of the pool a test written at ai.onnx `opset` goes to: its own below the seeds' opset, else one.
+    fn part(&self, opset: i64) -> i64 {
+        opset.min(self.cfg.opset)
+    }
+
+    /// How many tests a part of the pool lends a test: POOL_CAP at the seeds' opset, OLDER_POOL_CAP below.
+    fn pool_cap(&self, part: i64) -> usize {
+        if part < self.cfg.opset {
+            OLDER_POOL_CAP
+        } else {
+            POOL_CAP
+        }
     }
 }
 
@@ -319,6 +388,6 @@ impl TestSource for RelaxSynthSource {
             }
         }
         let model = recipe.to_bytes();
-        Ok(Test { id, model, inputs, origin, target_pass: Some(p.pass.clone()) })
+        Ok(Test { id, model, inputs, origin, target_pass: Some(p.pass.clone()), extra: None })
     }
 }

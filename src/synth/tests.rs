@@ -226,3 +226,36 @@ fn a_fixed_share_of_splices_feeds_an_edge_shape_the_pattern_accepts() {
     // a rank-0 port has no edge shape; a rank-1 one of size 1 only the scalar
     assert!(edge_types(&t(DType::F32, &[])).is_empty() && edge_types(&t(DType::F32, &[1])) == [t(DType::F32, &[])]);
 }
+
+/// Tests of a pattern kept at its own older opset join a part of the pool of their own, into which the opset-20
+/// patterns that are the same at that opset are spliced: both passes meet in tests written at the older opset.
+#[test]
+fn patterns_at_the_seeds_opset_meet_older_opset_patterns_in_tests_written_there() {
+    use crate::synth::schedule::Schedule;
+    use crate::synth::source::{SynthSource, TestSource, POOL_LAG};
+    let mut old = pattern(t(DType::F32, &[2, 3]));
+    old.meta.pass = "Old".into();
+    old.model.opsets.insert(String::new(), 11);
+    let mut new = pattern(t(DType::F32, &[2, 3]));
+    new.meta.pass = "New".into();
+    new.model.opsets.insert(String::new(), 20);
+    let cfg = crate::seedgen::SeedConfig { max_nodes: 4, ..Default::default() };
+    let src = SynthSource::new(3, cfg, vec![old, new], Schedule::Uniform, 1);
+    let (mut new_at_11, mut made) = (0, 0);
+    for id in 0..3 * POOL_LAG {
+        let Ok(test) = src.make(id) else { continue };
+        made += 1;
+        let m = crate::graph::onnx::decode_model(&test.model).unwrap();
+        let pass = test.target_pass.clone().unwrap();
+        if pass == "Old" {
+            assert_eq!(m.opset(), 11, "an own-opset pattern's test is written at its opset");
+        }
+        if m.opset() == 11 && pass == "New" {
+            new_at_11 += 1;
+            check_graph(&crate::ops::since::typed_at(&m.graph, 11), false).unwrap();
+        }
+        src.feedback(&test, true, &[pass]);
+    }
+    assert!(made > 2 * POOL_LAG, "{made}");
+    assert!(new_at_11 > 10, "the opset-20 pattern went into tests written at 11 {new_at_11} times");
+}
