@@ -164,6 +164,7 @@ impl OrtTarget {
             for rule in rules.iter().filter(|r| !config.disabled.iter().any(|d| d == **r)).filter(wanted) {
                 let mut c = config.clone();
                 c.save_optimized = None;
+                c.level = attribution_level(container, config.level);
                 c.disabled.extend(rules.iter().filter(|r| *r != rule).map(|r| r.to_string()));
                 let probe = Arc::new(Mutex::new(PassLog::default()));
                 if self.session(model, &c, probe.clone()).is_ok()
@@ -175,6 +176,18 @@ impl OrtTarget {
             }
         }
         out
+    }
+}
+
+/// The level of a session that attributes the rules of `container` for a session at `level`: ORT applies level 1
+/// before partitioning and each higher level after it, once, so whether a rule of the level-1 container fires is
+/// decided in a level-1 session, one of the level-2 container in a level-2 session (no fusions, layout changes or
+/// NCHWc transformers after it, which a session at a higher level spends its creation time on too).
+fn attribution_level(container: &str, level: Level) -> Level {
+    match (container, level) {
+        ("Level1_RuleBasedTransformer", Level::Extended | Level::Layout | Level::All) => Level::Basic,
+        ("Level2_RuleBasedTransformer", Level::Layout | Level::All) => Level::Extended,
+        (_, level) => level,
     }
 }
 
