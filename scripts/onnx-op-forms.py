@@ -8,9 +8,7 @@ Max, Min, Mean and Sum broadcast only from 8.
 Run with the project's .venv: .venv/bin/python scripts/onnx-op-forms.py > data/onnx-op-forms.tsv
 """
 import onnx
-from onnx import defs
-
-TOP = 20
+from onnx_schemas import TOP, ops_at_top, schemas_back
 MEANING_CHANGED = {"Softmax", "LogSoftmax", "Hardmax"}
 # same form, but no multidirectional broadcasting before 8
 BROADCAST_SINCE = {"Max": 8, "Min": 8, "Mean": 8, "Sum": 8}
@@ -39,28 +37,15 @@ def codes(s, type_str):
 
 print(f"# onnx {onnx.__version__}: op<TAB>opset<TAB>input dtypes|...<TAB>output dtypes|... (TensorProto codes; the last")
 print("# entry of a variadic list repeats): older schemas with opset 20's form (scripts/onnx-op-forms.py)")
-names = sorted({s.name for s in defs.get_all_schemas_with_history() if s.domain == ""})
-for name in names:
+for name, top in ops_at_top():
     if name in MEANING_CHANGED:
         continue
-    try:
-        top = defs.get_schema(name, TOP, "")
-    except Exception:
-        continue
-    if top.deprecated:
-        continue
     rows = []
-    v = TOP
-    while v >= 1:
-        try:
-            s = defs.get_schema(name, v, "")
-        except Exception:
-            break
+    for s in schemas_back(name):
         if s.deprecated or form(s) != form(top) or s.since_version < BROADCAST_SINCE.get(name, 0):
             break
         ins = "|".join(codes(s, i.type_str) for i in s.inputs) or "-"
         outs = "|".join(codes(s, o.type_str) for o in s.outputs) or "-"
         rows.append(f"{name}\t{s.since_version}\t{ins}\t{outs}")
-        v = s.since_version - 1
     for r in reversed(rows):
         print(r)

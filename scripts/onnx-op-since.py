@@ -4,9 +4,7 @@ are those of opset 20. A test written at a lower opset (a pattern kept at its ow
 entry is above it. Run with the project's .venv: .venv/bin/python scripts/onnx-op-since.py > data/onnx-op-since.tsv
 """
 import onnx
-from onnx import defs
-
-TOP = 20
+from onnx_schemas import TOP, ops_at_top, schemas_back
 SKIP = ("float8", "float4", "int4", "uint4", "int2", "uint2")
 
 
@@ -21,23 +19,10 @@ def signature(s):
 
 
 print(f"# onnx {onnx.__version__}: op<TAB>lowest opset whose schema matches opset {TOP}'s (scripts/onnx-op-since.py)")
-names = sorted({s.name for s in defs.get_all_schemas_with_history() if s.domain == ""})
-for name in names:
-    try:
-        top = defs.get_schema(name, TOP, "")
-    except Exception:
-        continue
-    if top.deprecated:
-        continue
+for name, top in ops_at_top():
     since = top.since_version
-    v = since - 1
-    while v >= 1:
-        try:
-            s = defs.get_schema(name, v, "")
-        except Exception:
-            break
+    for s in schemas_back(name):
         if signature(s) != signature(top):
             break
         since = s.since_version
-        v = s.since_version - 1
     print(f"{name}\t{since}")
