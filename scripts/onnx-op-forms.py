@@ -1,10 +1,9 @@
-"""Writes data/onnx-op-forms.tsv: for every ai.onnx op whose opset-20 schema is newer than some opset (the ops of
-data/onnx-op-since.tsv above 7), each older schema version with the same form as opset 20's (input and output
-names and options, attribute names) and the dtypes each input and output allows there. A node written for
-opset 20 is then also a node of an older opset X when its op's schema at X has that form and allows its dtypes
-(Add on float32 at opset 9; not Add on int8, which came at 14): synthesis puts such patterns into tests written
-at X. Softmax, LogSoftmax and Hardmax kept their form at 13 but changed meaning, so they are left out, and
-Max, Min, Mean and Sum broadcast only from 8.
+"""Writes data/onnx-op-forms.tsv: for every ai.onnx op of opset 20, each schema version back from opset 20's with
+the same form (input and output names and options, attribute names) and the dtypes each input and output allows
+there. A node written for opset 20 is then also a node of an older opset X when its op's schema at X has that
+form and allows its dtypes (Add on float32 at opset 9; not Add on int8, which came at 14): synthesis puts such
+patterns into tests written at X. Softmax, LogSoftmax and Hardmax kept their form at 13 but changed meaning, so
+they are left out, and Max, Min, Mean and Sum broadcast only from 8.
 Run with the project's .venv: .venv/bin/python scripts/onnx-op-forms.py > data/onnx-op-forms.tsv
 """
 import onnx
