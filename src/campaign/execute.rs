@@ -149,9 +149,9 @@ pub(super) fn execute(
         all.wait_sec = waited.elapsed().as_secs_f64();
         // the rotation's extra configuration, on the tests its id picks (single-target ORT campaigns only): the
         // test says which it ran when it is fed back
-        let extra = rotation.extra(all.test.id, all.test.extra).map(|(i, c)| (i, c.clone()));
-        all.test.extra = extra.as_ref().map(|e| e.0);
-        if let Some((_, extra)) = &extra {
+        let extra = rotation.extra(all.test.id, all.test.extra);
+        all.test.extra = extra.map(|e| e.0);
+        if let Some((_, extra)) = extra {
             free_dims(&mut all.test, extra);
         }
         let hints = hints(&all.test);
@@ -166,7 +166,7 @@ pub(super) fn execute(
                 let last = mine.len() - 1;
                 mine.to_mut()[last].save_optimized = Some(path.clone());
             }
-            if let Some((_, extra)) = &extra {
+            if let Some((_, extra)) = extra {
                 mine.to_mut().push(extra.clone());
             }
             let (outcomes, mut j, dropped, reruns) = run_and_judge(w, &all.test, &mine, &oracle, &hints);

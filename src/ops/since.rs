@@ -73,29 +73,20 @@ pub fn same_at(n: &Node, dtype: impl Fn(&str) -> Option<DType>, opset: i64) -> b
     allows(&n.inputs, &form.inputs) && allows(&n.outputs, &form.outputs)
 }
 
-/// Whether a node of `g` (written at ai.onnx `opset`) has a form `opset` does not give its opset-20 op: an older
-/// form the catalog cannot type, or an op the catalog's signature does not hold for there.
-fn older_form(g: &Graph, n: &Node, opset: i64) -> bool {
-    !same_at(n, |v| g.tensor_type(v).map(|t| t.dtype), opset)
-}
-
 /// The ai.onnx ops whose opset-20 signature (inputs, outputs, attributes, types) is newer than `opset`: at
 /// `opset` they do not exist or mean something else. Ops the table does not list (contrib ops) are never newer.
 pub fn newer_than(opset: i64) -> Vec<&'static str> {
-    TABLE
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| l.split_once('\t'))
-        .filter(|(_, v)| v.trim().parse::<i64>().is_ok_and(|v| v > opset))
-        .map(|(op, _)| op)
-        .collect()
+    let mut newer: Vec<&'static str> = since_table().iter().filter(|(_, &v)| v > opset).map(|(&op, _)| op).collect();
+    newer.sort_unstable();
+    newer
 }
 
 /// The graph as the catalog can type it when written at ai.onnx `opset`: its ai.onnx nodes that are not
-/// [`same_at`] `opset` (by their declared dtypes) and whose outputs are all declared (a pattern kept at its own opset declares
-/// every inner value: UnsqueezeElimination's attribute-form Unsqueeze, ReduceMean's axes attribute before 18) move
-/// to a domain the catalog does not know, so that a non-strict inference takes their declared types. Nodes of
-/// such ops without declarations (bridges, which take the forms `opset` has) stay typed by the catalog.
+/// [`same_at`] `opset` (by their declared dtypes) and whose outputs are all declared (a pattern kept at its own
+/// opset declares every inner value: UnsqueezeElimination's attribute-form Unsqueeze, ReduceMean's axes attribute
+/// before 18) move to a domain the catalog does not know, so that a non-strict inference takes their declared
+/// types. Nodes of such ops without declarations (bridges, which take the forms `opset` has) stay typed by the
+/// catalog.
 pub fn typed_at(g: &Graph, opset: i64) -> std::borrow::Cow<'_, Graph> {
     if !(1..crate::graph::DEFAULT_OPSET).contains(&opset) {
         return std::borrow::Cow::Borrowed(g);
@@ -103,9 +94,12 @@ pub fn typed_at(g: &Graph, opset: i64) -> std::borrow::Cow<'_, Graph> {
     opaque_where(g, |n| older_by_declarations(g, n, opset)).unwrap_or(std::borrow::Cow::Borrowed(g))
 }
 
-/// Whether `typed_at` takes node `n`'s types from its declarations: an older form whose outputs are all declared.
+/// Whether `typed_at` takes node `n`'s types from its declarations: not the same node at `opset` as at opset 20
+/// (an older form the catalog cannot type, or dtypes its signature does not hold for there), and every output
+/// declared.
 pub fn older_by_declarations(g: &Graph, n: &Node, opset: i64) -> bool {
-    older_form(g, n, opset) && n.outputs.iter().all(|o| o.is_empty() || g.types.contains_key(o))
+    !same_at(n, |v| g.tensor_type(v).map(|t| t.dtype), opset)
+        && n.outputs.iter().all(|o| o.is_empty() || g.types.contains_key(o))
 }
 
 /// The graph with the nodes `opaque` picks moved to a domain the catalog does not know, so that a non-strict
