@@ -26,7 +26,10 @@ pub fn lowered(p: &Pattern, opsets: &BTreeSet<i64>) -> Vec<(i64, Arc<Pattern>)> 
             let mut q = p.clone();
             q.model.opsets.remove("ai.onnx");
             q.model.opsets.insert(String::new(), x);
-            for (name, t) in &types {
+            // declared in name order: a test's bytes must not depend on a hash map's
+            let mut inner: Vec<(&String, &crate::graph::TensorType)> = types.iter().collect();
+            inner.sort_by(|a, b| a.0.cmp(b.0));
+            for (name, t) in inner {
                 if !q.model.graph.types.contains_key(name) && q.model.graph.is_defined(name) {
                     q.model.graph.types.insert(name.clone(), t.clone().into());
                 }

@@ -127,7 +127,8 @@ pub fn optimized_seed(bytes: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     crate::graph::prune(&mut m);
-    let types = crate::ops::check_graph(&m.graph, true).ok()?;
+    let mut types: Vec<_> = crate::ops::check_graph(&m.graph, true).ok()?.into_iter().collect();
+    types.sort_by(|a, b| a.0.cmp(&b.0)); // in name order: a seed's bytes must not depend on a hash map's
     for (name, ty) in types {
         if m.graph.tensor_type(&name).is_none() {
             m.graph.types.insert(name, ty.into());

@@ -259,3 +259,40 @@ fn patterns_at_the_seeds_opset_meet_older_opset_patterns_in_tests_written_there(
     assert!(made > 2 * POOL_LAG, "{made}");
     assert!(new_at_11 > 10, "the opset-20 pattern went into tests written at 11 {new_at_11} times");
 }
+
+/// Tests are a function of (seed, id): two sources made alike make the same bytes, also where a lowering to an
+/// older opset declares the types of a pattern's inner values (in name order, not a hash map's).
+#[test]
+fn two_sources_made_alike_make_the_same_tests() {
+    use crate::synth::schedule::Schedule;
+    use crate::synth::source::{SynthSource, TestSource, POOL_LAG};
+    let ty = t(DType::F32, &[2, 3]);
+    let mut old = pattern(ty.clone());
+    old.meta.pass = "Old".into();
+    old.model.opsets.insert(String::new(), 11);
+    let mut chain = pattern(ty.clone());
+    chain.meta.pass = "New".into();
+    chain.model.opsets.insert(String::new(), 20);
+    let mut g = Graph::new("p");
+    g.add_input("in", ty.clone());
+    let names = ["in", "v1", "v2", "v3", "v4", "v5", "out"];
+    for (i, op) in ["Relu", "Neg", "Abs", "Sigmoid", "Tanh", "Identity"].iter().enumerate() {
+        let node = Node::new(&format!("n{i}"), OpId::onnx(op), vec![names[i].into()], vec![names[i + 1].into()]);
+        g.add_node(node).unwrap();
+    }
+    g.add_output("out", ty);
+    chain.model.graph = g;
+    let cfg = crate::seedgen::SeedConfig { max_nodes: 4, ..Default::default() };
+    let make = || SynthSource::new(5, cfg.clone(), vec![old.clone(), chain.clone()], Schedule::Coverage, 1);
+    let (a, b) = (make(), make());
+    let mut same = 0;
+    for id in 0..3 * POOL_LAG {
+        let (Ok(x), Ok(y)) = (a.make(id), b.make(id)) else { continue };
+        assert!(x.model == y.model, "test {id} differs between two sources made alike");
+        let fired = [x.target_pass.clone().unwrap()];
+        a.feedback(&x, true, &fired);
+        b.feedback(&y, true, &fired);
+        same += 1;
+    }
+    assert!(same > 2 * POOL_LAG, "{same}");
+}
