@@ -1,5 +1,10 @@
 use clap::Parser;
 
+/// jemalloc serves every allocation of the process, ONNX Runtime's and TVM's included (see Cargo.toml).
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() {
     let cli = oatest::cli::Cli::parse();
     if let Err(err) = oatest::cli::run(cli) {

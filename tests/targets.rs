@@ -123,6 +123,26 @@ fn disabling_a_level1_rule_by_name_stops_it_firing() {
     assert!(!fired.iter().any(|p| p == "EliminateIdentity" || p == "Level1_RuleBasedTransformer"), "{fired:?}");
 }
 
+/// A test's configurations share their rule-attribution sessions (a level-1 rule is attributed at level 1 for
+/// basic, extended and all): each still reports the rule, and a configuration that disables it does not.
+#[test]
+fn rule_attribution_shared_by_configurations_answers_each() {
+    let mut w = ort_worker();
+    for level in [Level::Basic, Level::Extended, Level::All, Level::Basic] {
+        let mut c = Config::level(level);
+        (c.attribute_rules, c.rules_of_interest) = (true, vec!["EliminateIdentity".into()]);
+        let fired = ort_fired(&mut w, "abs-id.onnx", &c);
+        assert!(fired.contains(&"EliminateIdentity".to_string()), "{level:?}: {fired:?}");
+        c.disabled = vec!["EliminateIdentity".into()];
+        let fired = ort_fired(&mut w, "abs-id.onnx", &c);
+        assert!(!fired.contains(&"EliminateIdentity".to_string()), "{level:?} without it: {fired:?}");
+    }
+    let mut c = Config::level(Level::All);
+    c.attribute_rules = true;
+    let fired = ort_fired(&mut w, "fusion/conv_relu.onnx", &c);
+    assert!(!fired.contains(&"EliminateIdentity".to_string()), "another model: {fired:?}");
+}
+
 #[test]
 fn disabling_a_level2_transformer_by_name_stops_it_firing() {
     let mut w = ort_worker();

@@ -16,6 +16,26 @@ use std::time::Instant;
 pub struct OrtTarget {
     env: ort::environment::Environment,
     version: String,
+    probes: ProbeCache,
+}
+
+/// Which rule-attribution sessions fired their container, for the last model: the configurations of a test
+/// attribute a rule in the same session (a level-1 rule at level 1 for basic, extended and all), run once.
+#[derive(Default)]
+struct ProbeCache {
+    model: Vec<u8>,
+    fired: std::collections::HashMap<Config, bool>,
+}
+
+impl ProbeCache {
+    /// The answers for `model`, forgetting those of any other model.
+    fn of(&mut self, model: &[u8]) -> &mut std::collections::HashMap<Config, bool> {
+        if self.model != model {
+            self.model = model.to_vec();
+            self.fired.clear();
+        }
+        &mut self.fired
+    }
 }
 
 /// The longest session config value ORT 1.19 accepts (`Config value is longer than maximum length: 2048`).
@@ -93,7 +113,7 @@ impl OrtTarget {
             .with_telemetry(false)
             .build()
             .map_err(|e| anyhow::anyhow!("cannot create the ONNX Runtime environment: {e}"))?;
-        Ok(OrtTarget { env, version })
+        Ok(OrtTarget { env, version, probes: ProbeCache::default() })
     }
 
     fn session(&self, model: &[u8], config: &Config, log: Arc<Mutex<PassLog>>) -> ort::Result<Session> {
@@ -155,8 +175,9 @@ pub use super::rules::RULE_CONTAINERS;
 
 impl OrtTarget {
     /// The rewrite rules that fired, for each rule container in `fired`: one extra session per rule, with every
-    /// other rule of the container disabled.
-    fn fired_rules(&self, model: &[u8], config: &Config, fired: &[String]) -> Vec<String> {
+    /// other rule of the container disabled (one per model: another configuration that needs the same session
+    /// reads its answer).
+    fn fired_rules(&mut self, model: &[u8], config: &Config, fired: &[String]) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for (container, rules) in RULE_CONTAINERS.iter().filter(|(c, _)| fired.iter().any(|f| f == c)) {
             let wanted =
@@ -164,13 +185,21 @@ impl OrtTarget {
             for rule in rules.iter().filter(|r| !config.disabled.iter().any(|d| d == **r)).filter(wanted) {
                 let mut c = config.clone();
                 c.save_optimized = None;
+                c.attribute_rules = false;
+                c.rules_of_interest.clear();
                 c.level = attribution_level(container, config.level);
                 c.disabled.extend(rules.iter().filter(|r| *r != rule).map(|r| r.to_string()));
-                let probe = Arc::new(Mutex::new(PassLog::default()));
-                if self.session(model, &c, probe.clone()).is_ok()
-                    && probe.lock().unwrap().fired.iter().any(|p| p == container)
-                    && !out.iter().any(|o| o == rule)
-                {
+                let fires = match self.probes.of(model).get(&c) {
+                    Some(&known) => known,
+                    None => {
+                        let probe = Arc::new(Mutex::new(PassLog::default()));
+                        let fires = self.session(model, &c, probe.clone()).is_ok()
+                            && probe.lock().unwrap().fired.iter().any(|p| p == container);
+                        self.probes.of(model).insert(c, fires);
+                        fires
+                    }
+                };
+                if fires && !out.iter().any(|o| o == rule) {
                     out.push(rule.to_string());
                 }
             }
@@ -403,7 +432,17 @@ fn from_ort(v: &DynValue) -> anyhow::Result<Tensor> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_transformer_line;
+    use super::{parse_transformer_line, Config, Level, ProbeCache};
+
+    #[test]
+    fn probe_answers_are_kept_for_one_model() {
+        let mut cache = ProbeCache::default();
+        cache.of(b"model a").insert(Config::level(Level::Basic), true);
+        assert_eq!(cache.of(b"model a").get(&Config::level(Level::Basic)), Some(&true));
+        assert_eq!(cache.of(b"model a").get(&Config::level(Level::Extended)), None);
+        assert_eq!(cache.of(b"model b").get(&Config::level(Level::Basic)), None);
+        assert_eq!(cache.of(b"model a").get(&Config::level(Level::Basic)), None);
+    }
 
     #[test]
     fn transformer_log_lines_parse() {
