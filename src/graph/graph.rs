@@ -135,6 +135,11 @@ impl Graph {
         self.dag.node_count()
     }
 
+    /// Nodes of this graph and of every body of its If, Loop and Scan nodes, however deep.
+    pub fn node_count_deep(&self) -> usize {
+        self.dag.node_weights().map(|n| 1 + n.subgraphs().map(|(_, g)| g.node_count_deep()).sum::<usize>()).sum()
+    }
+
     pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.dag.node_indices().map(NodeId)
     }

@@ -85,3 +85,33 @@ fn out_of_order_nodes_are_sorted_on_import() {
     let names: Vec<_> = back.graph.nodes_in_order().unwrap().iter().map(|n| n.name.clone()).collect();
     assert_eq!(names, ["a", "b"]);
 }
+
+#[test]
+fn deep_node_count_counts_bodies_of_bodies() {
+    let t = TensorType::new(DType::F32, &[2]);
+    let chain = |name: &str, n: usize| {
+        let mut g = Graph::new(name);
+        for i in 0..n {
+            let input = if i == 0 { "x".to_string() } else { format!("{name}{}", i - 1) };
+            g.add_node(Node::new(&format!("{name}n{i}"), OpId::onnx("Neg"), vec![input], vec![format!("{name}{i}")]))
+                .unwrap();
+        }
+        g.add_output(&format!("{name}{}", n - 1), t.clone());
+        g
+    };
+    let if_of = |then: Graph, els: Graph, out: &str| {
+        Node::new("if", OpId::onnx("If"), vec!["c".into()], vec![out.into()])
+            .with_attr("then_branch", Attr::Graph(Box::new(then)))
+            .with_attr("else_branch", Attr::Graph(Box::new(els)))
+    };
+    let mut inner = Graph::new("inner");
+    inner.add_node(if_of(chain("a", 3), chain("b", 2), "io")).unwrap();
+    inner.add_output("io", t.clone());
+    let mut g = Graph::new("g");
+    g.add_input("x", t.clone());
+    g.add_input("c", TensorType::new(DType::Bool, &[]));
+    g.add_node(if_of(inner, chain("e", 4), "y")).unwrap();
+    g.add_output("y", t);
+    assert_eq!(g.node_count(), 1);
+    assert_eq!(g.node_count_deep(), 1 + (1 + 3 + 2) + 4);
+}

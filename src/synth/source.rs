@@ -167,7 +167,7 @@ type PoolEntry = (u64, std::sync::Arc<crate::graph::Model>, std::sync::Arc<[u32]
 pub const POOL_CAP: usize = 256;
 /// The same for the tests written at one older opset (those of patterns kept at their own opset).
 pub const OLDER_POOL_CAP: usize = 64;
-/// The most nodes a passing test may have to join the pool (its top-level graph).
+/// The most nodes a passing test may have to join the pool (its graph's and its bodies').
 pub const POOL_MAX_NODES: usize = 64;
 /// Test `i` may use pool entries of tests `<= i - POOL_LAG * stride` only: the campaign makes `i` only after
 /// those are processed, so a test depends on (seed, id) alone, however far ahead of the workers it is made.
@@ -296,9 +296,10 @@ impl SynthSource {
         }
         let Ok(m) = onnx::decode_model(&test.model) else { return };
         // a test whose inputs have symbolic dims (freed for a free-dimension override) is no base: splicing wants
-        // fixed dims; nor is one past POOL_MAX_NODES (chains of splices would grow without end, and ORT's session
-        // creation, most of a test's time, with them); one written at an older opset goes to that opset's part
-        if m.graph.has_symbolic_inputs() || m.graph.node_ids().count() > POOL_MAX_NODES {
+        // fixed dims; nor is one past POOL_MAX_NODES, its bodies' nodes counted (chains of splices would grow
+        // without end, into bodies too, and ORT's session creation, most of a test's time, with them); one written
+        // at an older opset goes to that opset's part
+        if m.graph.has_symbolic_inputs() || m.graph.node_count_deep() > POOL_MAX_NODES {
             return;
         }
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
