@@ -1,9 +1,9 @@
 use clap::Parser;
 
-/// jemalloc serves every allocation of the process, ONNX Runtime's and TVM's included (see Cargo.toml).
+/// mimalloc serves every allocation of the process, ONNX Runtime's and TVM's included (see Cargo.toml).
 #[cfg(target_os = "linux")]
 #[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     let cli = oatest::cli::Cli::parse();
