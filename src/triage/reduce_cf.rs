@@ -15,11 +15,6 @@ pub(super) fn hosts(g: &Graph, order: &[NodeId]) -> Vec<(NodeId, Vec<String>)> {
         .collect()
 }
 
-/// Nodes in the graph and in every body, recursively.
-pub(super) fn deep_node_count(g: &Graph) -> usize {
-    g.node_ids().map(|id| 1 + g.node(id).subgraphs().map(|(_, b)| deep_node_count(b)).sum::<usize>()).sum()
-}
-
 /// A name defined nowhere in `g` (nor in its bodies) starting with `base`.
 fn fresh(g: &Graph, taken: &HashSet<String>, base: &str) -> String {
     let mut name = base.to_string();
@@ -360,7 +355,7 @@ mod tests {
                 && g.node_ids()
                     .any(|id| g.node(id).subgraphs().any(|(_, b)| b.node_ids().any(|i| b.node(i).op.name == "Sigmoid")))
         };
-        let before = deep_node_count(&if_case().model.graph);
+        let before = if_case().model.graph.node_count_deep();
         let r = reduce(if_case(), &mut check, &mut |_| HashMap::new(), Limits::default());
         let mut v = Vec::new();
         ops(&r.case.model.graph, &mut v);
@@ -368,7 +363,7 @@ mod tests {
         for gone in ["Relu", "Neg", "Exp", "Abs"] {
             assert!(!v.contains(&gone.to_string()), "{gone} is still there: {v:?}");
         }
-        assert!(deep_node_count(&r.case.model.graph) < before);
+        assert!(r.case.model.graph.node_count_deep() < before);
         let bytes = crate::graph::onnx::encode_model(&r.case.model);
         crate::graph::onnx::decode_model(&bytes).unwrap().graph.validate().unwrap();
     }
