@@ -42,6 +42,10 @@ fn assert_stats_consistent(s: &serde_json::Value) {
     let by: f64 = s["by_symptom"].as_object().unwrap().values().map(|v| v.as_f64().unwrap()).sum();
     assert_eq!(by, f("findings_raw"));
     assert!(f("findings_unique") <= f("findings_raw"));
+    // deduplication at the source loses nothing: every raw finding is written or counted under its key
+    let keys: f64 = s["keys"].as_object().unwrap().values().map(|k| k["count"].as_f64().unwrap()).sum();
+    assert_eq!(keys, f("findings_raw"), "the keys' counts sum to the raw findings");
+    assert_eq!(f("findings_written") + f("findings_counted"), f("findings_raw"));
     assert!(f("tests_generated") >= f("tests_executed"));
     assert!((0.0..=1.0).contains(&f("gen_time_share")));
 }
@@ -443,7 +447,9 @@ fn finding_ids(run: &Path) -> Vec<u64> {
 fn shards_run_disjoint_slices_resume_as_shards_and_merge_into_the_unsharded_campaign() {
     let dir = tempfile::tempdir().unwrap();
     let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
-    let campaign = ["fuzz", "--target", "tract", "--mode", "random", "--seed", "1", "--jobs", "1", "--no-triage"];
+    // every finding written: each shard keeps its own exemplars per key, the whole campaign its own
+    let campaign =
+        ["fuzz", "--target", "tract", "--mode", "random", "--seed", "1", "--jobs", "1", "--no-triage", "--keep-all"];
     let run = |extra: &[&str]| {
         let o = oatest(&[&campaign[..], extra].concat());
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

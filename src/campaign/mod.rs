@@ -14,7 +14,9 @@ pub mod stats;
 mod triager;
 
 pub use checkpoint::{checkpoint_path, load_checkpoint};
-pub use settings::{Budget, Mode, Rotation, Settings, Shard, FEEDBACK_EVERY, RECYCLE_MB, RECYCLE_TESTS, ROTATE_EVERY};
+pub use settings::{
+    Budget, Mode, Rotation, Settings, Shard, FEEDBACK_EVERY, RECYCLE_MB, RECYCLE_TESTS, ROTATE_EVERY, TRIAGE_SHARE,
+};
 pub use sources::sources;
 
 use crate::compiler::worker::{Worker, WorkerSpec};
@@ -121,23 +123,26 @@ pub fn run(
     let mut triager = (settings.triage && kinds.len() == 1).then(|| {
         let mut spec = WorkerSpec::new(kinds[0].clone()).expect("the lanes started this kind");
         spec.ort_lib = settings.ort_lib.clone();
-        // the triager must not slow the campaign: its worker only gets CPU time the campaign leaves (it catches
-        // up when the campaign's workers stop), and its hang limit counts that CPU time
+        // the triager takes its share of the lanes' time (`--triage-share`: working a share of its time at
+        // normal priority, so the backlog stays bounded), or with a share of 0 only CPU time the campaign
+        // leaves idle (it catches up when the campaign's workers stop); its hang limit counts the CPU time it got
         spec.timeout = Duration::from_millis(settings.timeout_ms);
-        spec.background = true;
+        spec.background = settings.triage_share <= 0.0;
         spec.mem_limit_mb = Some(settings.mem_mb);
+        let duty = (settings.triage_share * settings.jobs.max(1) as f64).min(1.0);
         let limits = crate::triage::reduce::Limits { max_checks: 1000, time: Duration::from_secs(60) };
-        triager::Triager::start(spec, settings.out.clone(), oracle.clone(), limits, labeler, stop.clone())
+        triager::Triager::start(spec, settings.out.clone(), oracle.clone(), limits, labeler, duty, stop.clone())
     });
-    if let Some(t) = &triager {
+    if let Some(t) = &mut triager {
         let mut seen = std::collections::HashSet::new();
         for dir in finding::finding_dirs(&settings.out, true)? {
-            let sig = finding::load_meta(&dir).map(|m| m.signature).unwrap_or_default();
-            let first = seen.insert(sig);
+            let sig = finding::load_meta(&dir).map(|m| if m.key.is_empty() { m.signature } else { m.key });
+            let first = seen.insert(sig.unwrap_or_default());
             t.submit(dir, first);
         }
     }
     let mut examples = examples::Examples::open(&settings.out);
+    let exemplars = finding::exemplars::Exemplars::new(&settings.out, settings.exemplars);
 
     let start = Instant::now();
     let elapsed = || prior_elapsed + start.elapsed().as_secs_f64();
@@ -162,6 +167,7 @@ pub fn run(
     };
     let mut progress = progress::Progress::new(&settings, &stats);
     let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
+    let mut reported = 0u64; // triage reports received (filed, skipped or failed) this run
     let (mut last_save, mut last_sample) = (Instant::now(), Instant::now());
     let mut last_memory: Option<Instant> = None;
     loop {
@@ -190,7 +196,16 @@ pub fn run(
                 examples.offer(&d.test, &d.outcomes)?;
             }
             stats.elapsed_sec = elapsed(); // the time a pass first fired is this test's
-            process(&settings, &target_name, &target_version, &mut stats, d, &mut progress, triager.as_ref())?;
+            process(
+                &settings,
+                &exemplars,
+                &target_name,
+                &target_version,
+                &mut stats,
+                d,
+                &mut progress,
+                triager.as_mut(),
+            )?;
             next_id = shard.next(next_id);
         }
         producer.processed(next_id);
@@ -198,7 +213,7 @@ pub fn run(
             anyhow::bail!("all worker threads ended with test {next_id} not run");
         }
         if let Some(t) = &triager {
-            triaged(t, &mut stats, &mut progress);
+            reported += triaged(t, &mut stats, &mut progress);
         }
         let el = elapsed();
         if last_memory.is_none_or(|t| t.elapsed().as_secs_f64() >= stats::MEMORY_EVERY_SEC) {
@@ -230,8 +245,15 @@ pub fn run(
     stats.refresh(tested);
     if let Some(mut t) = triager.take() {
         progress.note("finishing triage: every finding is attached to an entry or triaged in full");
-        let left = t.finish();
-        triaged(&t, &mut stats, &mut progress);
+        t.finish();
+        while !t.ended() {
+            std::thread::sleep(Duration::from_millis(200));
+            reported += triaged(&t, &mut stats, &mut progress);
+            progress.finishing(reported, t.submitted());
+        }
+        let left = t.join();
+        reported += triaged(&t, &mut stats, &mut progress);
+        progress.finishing(reported, t.submitted());
         stats.findings_untriaged = left as u64;
         if let Err(e) = crate::triage::index::write(&settings.out) {
             progress.note(&format!("cannot write bugs/README.md: {e:#}"));
@@ -265,9 +287,11 @@ fn memory_sample(elapsed: f64, pids: &[std::sync::atomic::AtomicU32]) -> stats::
     }
 }
 
-/// Counts what the triage thread filed since the last call.
-fn triaged(t: &triager::Triager, stats: &mut Stats, progress: &mut progress::Progress) {
+/// Counts what the triage thread filed since the last call; returns how many reports came.
+fn triaged(t: &triager::Triager, stats: &mut Stats, progress: &mut progress::Progress) -> u64 {
+    let mut n = 0;
     while let Ok(r) = t.results.try_recv() {
+        n += 1;
         match r {
             triager::Report::Filed(f) => {
                 stats.findings_triaged += 1;
@@ -290,19 +314,23 @@ fn triaged(t: &triager::Triager, stats: &mut Stats, progress: &mut progress::Pro
                     ));
                 }
             }
+            triager::Report::Skipped => {}
             triager::Report::Failed(dir, e) => progress.note(&format!("triage of {} failed: {e}", dir.display())),
         }
     }
+    n
 }
 
+#[allow(clippy::too_many_arguments)]
 fn process(
     settings: &Settings,
+    exemplars: &finding::exemplars::Exemplars,
     target: &str,
     version: &str,
     stats: &mut Stats,
     d: Done,
     progress: &mut progress::Progress,
-    triager: Option<&triager::Triager>,
+    triager: Option<&mut triager::Triager>,
 ) -> anyhow::Result<()> {
     stats.tests_generated += 1;
     stats.gen_time_sec += d.gen_sec;
@@ -336,9 +364,18 @@ fn process(
         let sig = finding::signature::coarse(target, v);
         let new = !stats.signatures.contains_key(&sig);
         stats.record_finding(v.symptom, &sig);
-        let dir = finding::write(&settings.out, target, version, settings.seed, &d.test, &d.outcomes, &d.judgement)?;
+        // deduplication at the source: the first few findings of a key are written, later ones counted
+        let key = finding::source_key(target, &d.test, &d.outcomes, v);
+        let new_key = !stats.keys.contains_key(&key.0);
+        if !exemplars.admit(&mut stats.keys, &key.0, &key.1, &sig, v.symptom, d.test.id, stats.elapsed_sec)? {
+            stats.findings_counted += 1;
+            return Ok(());
+        }
+        stats.findings_written += 1;
+        let (out, seed) = (&settings.out, settings.seed);
+        let dir = finding::write(out, target, version, seed, &d.test, &d.outcomes, &d.judgement, &key)?;
         if let Some(t) = triager {
-            t.submit(dir.clone(), new);
+            t.submit(dir.clone(), new_key);
         }
         if new {
             let detail: String = v.detail.chars().take(120).collect();

@@ -1,5 +1,6 @@
 //! What a running campaign shows: a live progress bar on a terminal (plain log lines otherwise), and at the end
-//! SVG plots of throughput and resident memory over time and of passes fired (one labelled horizontal bar per
+//! SVG plots of throughput, resident memory and discovery (distinct signatures and bugs) over time and of
+//! passes fired (one labelled horizontal bar per
 //! pass).
 
 use super::stats::Stats;
@@ -38,12 +39,14 @@ impl Progress {
     fn line(stats: &Stats) -> String {
         let f = |k: &str| stats.by_symptom.get(k).copied().unwrap_or(0);
         format!(
-            "{:.0} tests/s, valid {:.1}%, {} passes fired, findings {} ({} unique): crash {} error {} hang {} inconsistency {}",
+            "{:.0} tests/s, valid {:.1}%, {} passes fired, findings {} ({} signatures, {} keys, {} kept): crash {} error {} hang {} inconsistency {}",
             stats.tests_per_sec,
             stats.validity_rate * 100.0,
             stats.passes_fired.len(),
             stats.findings_raw,
             stats.findings_unique,
+            stats.keys.len(),
+            stats.findings_written,
             f("crash"),
             f("error"),
             f("hang"),
@@ -75,6 +78,29 @@ impl Progress {
         }
     }
 
+    /// Finishing triage: `done` of `total` findings triaged this run (a bar with its ETA on a terminal, a line
+    /// every 10 seconds otherwise).
+    pub fn finishing(&mut self, done: u64, total: u64) {
+        match &self.bar {
+            Some(b) => {
+                if b.length() != Some(total) {
+                    let template = "{elapsed_precise} finishing triage [{bar:30}] {pos}/{len} findings (eta {eta})";
+                    b.set_style(
+                        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
+                    );
+                    b.set_length(total);
+                    b.reset_eta();
+                }
+                b.set_position(done);
+            }
+            None if self.last_line.elapsed() >= Duration::from_secs(10) || done == total => {
+                eprintln!("finishing triage: {done}/{total} findings");
+                self.last_line = Instant::now();
+            }
+            None => {}
+        }
+    }
+
     pub fn finish(&mut self) {
         if let Some(b) = self.bar.take() {
             b.finish_and_clear();
@@ -94,6 +120,54 @@ pub fn plots(out: &Path, stats: &Stats) {
     if let Err(e) = memory(&out.join("memory.svg"), stats) {
         eprintln!("warning: cannot draw memory.svg: {e}");
     }
+    if let Err(e) = discovery(&out.join("discovery.svg"), stats) {
+        eprintln!("warning: cannot draw discovery.svg: {e}");
+    }
+}
+
+/// The discovery curve: distinct coarse signatures, source keys and bugs/ entries over time (left axis), and
+/// raw findings (right axis), which grow with tests where the others level off.
+fn discovery(path: &Path, stats: &Stats) -> Result<(), Box<dyn std::error::Error>> {
+    let mut d = stats.discovery.clone();
+    if let Some(&(_, raw, sigs, keys, bugs)) = d.last() {
+        d.push((stats.elapsed_sec, raw, sigs, keys, bugs)); // the curve runs to the end
+    }
+    let xmax = d.last().map_or(1.0, |p| p.0).max(1.0);
+    let ymax = d.iter().map(|p| p.2.max(p.3).max(p.4)).max().unwrap_or(1).max(1) as f64 * 1.1;
+    let rmax = d.iter().map(|p| p.1).max().unwrap_or(1).max(1) as f64 * 1.1;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (800, 400)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("{} {}: discovery", stats.target, stats.target_version), ("sans-serif", 20))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(55)
+            .right_y_label_area_size(55)
+            .build_cartesian_2d(0f64..xmax, 0f64..ymax)?
+            .set_secondary_coord(0f64..xmax, 0f64..rmax);
+        chart.configure_mesh().x_desc("elapsed (s)").y_desc("distinct").draw()?;
+        chart.configure_secondary_axes().y_desc("raw findings").draw()?;
+        let series: [(&str, RGBColor, fn(&(f64, u64, u64, u64, u64)) -> u64); 3] =
+            [("coarse signatures", BLUE, |p| p.2), ("source keys", GREEN, |p| p.3), ("bugs/ entries", RED, |p| p.4)];
+        for (label, color, f) in series {
+            let pts = d.iter().map(move |p| (p.0, f(p) as f64));
+            chart
+                .draw_series(LineSeries::new(pts, color.stroke_width(2)))?
+                .label(label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        }
+        let raw = d.iter().map(|p| (p.0, p.1 as f64));
+        chart
+            .draw_secondary_series(LineSeries::new(raw, BLACK.mix(0.4)))?
+            .label("raw findings (right)")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.4)));
+        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+        root.present()?;
+    }
+    crate::util::write_atomic(path, svg.as_bytes())?;
+    Ok(())
 }
 
 /// Resident memory over time: the fuzzer and each worker (a worker slot's line skips moments without a process).

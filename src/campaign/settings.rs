@@ -67,7 +67,18 @@ pub struct Settings {
     /// into the seed pool when the catalog type-checks it; 0 never (nor in checkpoints older than it).
     #[serde(default)]
     pub feedback_every: u64,
+    /// Findings written as directories per source key (`finding::exemplars`); `None`: every finding
+    /// (`--keep-all`, and checkpoints older than the limit, which wrote every finding).
+    #[serde(default)]
+    pub exemplars: Option<usize>,
+    /// The share of the lanes' time background triage may take while the campaign runs (0: only CPU time the
+    /// campaign leaves idle; checkpoints older than the share resume with it).
+    #[serde(default)]
+    pub triage_share: f64,
 }
+
+/// Default of `--triage-share`: triage runs as one lane in eight would.
+pub const TRIAGE_SHARE: f64 = 0.125;
 
 /// Default of `--feedback-every`.
 pub const FEEDBACK_EVERY: u64 = 16;

@@ -1,6 +1,7 @@
 //! Campaign statistics: what stats.json holds, updated from each processed test in test-id order.
 
 use crate::compiler::Outcome;
+use crate::finding::exemplars::KeyCount;
 use crate::oracle::{Judgement, Symptom};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -95,6 +96,15 @@ pub struct Stats {
     pub trigger_by_pass: BTreeMap<String, [u64; 2]>,
     /// signature -> number of raw findings with it.
     pub signatures: BTreeMap<String, u64>,
+    /// Source key -> its count, exemplars written, first and last test ([`crate::finding::exemplars`]): the
+    /// counts sum to `findings_raw`.
+    #[serde(default)]
+    pub keys: BTreeMap<String, KeyCount>,
+    /// Of the raw findings, those written as directories (exemplars) and those only counted.
+    #[serde(default)]
+    pub findings_written: u64,
+    #[serde(default)]
+    pub findings_counted: u64,
     /// Findings triaged during the campaign (culprits, reduction).
     #[serde(default)]
     pub findings_triaged: u64,
@@ -120,6 +130,10 @@ pub struct Stats {
     /// coverage grew (empty in merged shards, whose union over time is not known).
     #[serde(default)]
     pub coverage_timeline: Vec<(f64, u64, u64)>,
+    /// The discovery curve: (elapsed_sec, raw findings, distinct coarse signatures, distinct source keys,
+    /// entries in bugs/) samples, thinned like the timeline.
+    #[serde(default)]
+    pub discovery: Vec<(f64, u64, u64, u64, u64)>,
     /// Resident memory over time (every [`MEMORY_EVERY_SEC`] seconds, thinned to at most [`MAX_SAMPLES`]
     /// points), for memory.svg.
     #[serde(default)]
@@ -230,6 +244,12 @@ impl Stats {
         thin(&mut self.timeline);
         self.coverage_timeline.push((elapsed, self.passes_fired.len() as u64, self.pass_pairs.len() as u64));
         thin(&mut self.coverage_timeline);
+        let point = (elapsed, self.findings_raw, self.findings_unique, self.keys.len() as u64, self.bugs);
+        // a point only when something moved (a long campaign finds most of its bugs early)
+        if self.discovery.last().is_none_or(|l| (l.1, l.2, l.3, l.4) != (point.1, point.2, point.3, point.4)) {
+            self.discovery.push(point);
+            thin(&mut self.discovery);
+        }
     }
 
     /// Adds a memory sample (bounded like the timeline) and keeps the maxima.

@@ -1,7 +1,9 @@
 //! Triage during a campaign: one background thread with its own worker takes finding directories as they are
 //! filed and triages them ([`crate::triage::session`]: the first of each coarse signature in full, the others
-//! attached to its entry by a cheap check). First findings go first; at the end of the campaign the thread
-//! finishes every finding (unless the campaign is interrupted: then `oatest triage` does the rest).
+//! attached to its entry by a cheap check, or without a run when its source key says it is the same). Each
+//! key's first finding goes first, smaller models first; while the campaign runs the thread takes its share of
+//! the time (`--triage-share`), at the end it finishes every finding (unless the campaign is interrupted: then
+//! `oatest triage` does the rest).
 
 use crate::compiler::worker::{Worker, WorkerSpec};
 use crate::oracle::Oracle;
@@ -12,9 +14,10 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 enum Msg {
     /// A finding directory; `first` when it is the first with its coarse signature.
@@ -26,6 +29,8 @@ enum Msg {
 /// What the thread reports back.
 pub enum Report {
     Filed(Filed),
+    /// A finding triage has nothing to do with (cross-target: no pass set).
+    Skipped,
     Failed(PathBuf, String),
 }
 
@@ -33,43 +38,93 @@ pub struct Triager {
     tx: Sender<Msg>,
     pub results: Receiver<Report>,
     thread: Option<JoinHandle<usize>>,
+    submitted: u64,
 }
 
 impl Triager {
     /// Starts the thread and its worker; `run` is the run directory (bugs/ and the class folders).
-    /// `labeler` labels the entries it files (known upstream bugs, other ORT builds).
+    /// `labeler` labels the entries it files (known upstream bugs, other ORT builds). `duty`: the share of its
+    /// time the thread works while the campaign runs (0 or 1: no pause; with 0 the worker is expected to run at
+    /// idle priority, `spec.background`).
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         spec: WorkerSpec,
         run: PathBuf,
         oracle: Oracle,
         limits: Limits,
         labeler: Labeler,
+        duty: f64,
         stop: Arc<AtomicBool>,
     ) -> Triager {
         let (tx, rx) = channel::<Msg>();
         let (rtx, results) = channel::<Report>();
-        let thread = std::thread::spawn(move || serve(spec, run, oracle, limits, labeler, rx, rtx, stop));
-        Triager { tx, results, thread: Some(thread) }
+        let thread = std::thread::spawn(move || serve(spec, run, oracle, limits, labeler, duty, rx, rtx, stop));
+        Triager { tx, results, thread: Some(thread), submitted: 0 }
     }
 
-    pub fn submit(&self, dir: PathBuf, first: bool) {
+    pub fn submit(&mut self, dir: PathBuf, first: bool) {
+        self.submitted += 1;
         let _ = self.tx.send(Msg::Finding(dir, first));
     }
 
-    /// Asks the thread to finish every queued finding and waits for it; returns how many findings were left
-    /// untriaged (the campaign was interrupted, or its triage worker could not start).
-    pub fn finish(&mut self) -> usize {
+    /// How many findings were submitted so far (each comes back as one report, unless left untriaged).
+    pub fn submitted(&self) -> u64 {
+        self.submitted
+    }
+
+    /// Asks the thread to finish every queued finding, without pause; [`Triager::join`] waits for it.
+    pub fn finish(&mut self) {
         let _ = self.tx.send(Msg::Finish);
+    }
+
+    /// Whether the thread has ended.
+    pub fn ended(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// Waits for the thread (after [`Triager::finish`]); returns how many findings were left untriaged (the
+    /// campaign was interrupted, or its triage worker could not start).
+    pub fn join(&mut self) -> usize {
         self.thread.take().map(|t| t.join().unwrap_or(0)).unwrap_or(0)
     }
 }
 
+/// The triage thread's queue: (not first, smaller model first, arrival order, dir): each key's first finding
+/// before the others, and of each group the smaller models first.
+type Queue = BinaryHeap<Reverse<(bool, u64, u64, PathBuf)>>;
+
+/// What the thread has been told so far.
+struct Inbox {
+    queue: Queue,
+    arrivals: u64,
+    finishing: bool,
+    /// Findings refused because triage gave up on its worker (counted untriaged).
+    refused: usize,
+}
+
+impl Inbox {
+    fn take(&mut self, msg: Msg, refuse: bool) {
+        match msg {
+            Msg::Finding(_, _) if refuse => self.refused += 1,
+            Msg::Finding(dir, first) => {
+                // the model's size on disk stands for its size: cheap, and smaller models reduce faster
+                let size = std::fs::metadata(dir.join("model.onnx")).map(|m| m.len()).unwrap_or(u64::MAX);
+                self.queue.push(Reverse((!first, size, self.arrivals, dir)));
+                self.arrivals += 1;
+            }
+            Msg::Finish => self.finishing = true,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn serve(
     spec: WorkerSpec,
     run: PathBuf,
     oracle: Oracle,
     limits: Limits,
     labeler: Labeler,
+    duty: f64,
     rx: Receiver<Msg>,
     tx: Sender<Report>,
     stop: Arc<AtomicBool>,
@@ -77,46 +132,55 @@ fn serve(
     let mut worker: Option<Worker> = None;
     let mut session =
         crate::triage::session::Session::new(&run, oracle, limits, true, spec.background).with_labeler(labeler);
-    // (not first, arrival order, dir): firsts before duplicates, each in filing order
-    let mut queue: BinaryHeap<Reverse<(bool, u64, PathBuf)>> = BinaryHeap::new();
-    let (mut arrivals, mut finishing) = (0u64, false);
+    let mut inbox = Inbox { queue: BinaryHeap::new(), arrivals: 0, finishing: false, refused: 0 };
     // findings left to `oatest triage`: those whose worker could not start, and every one after the worker
     // failed to start MAX_START_FAILURES times in a row (the target cannot serve triage in this campaign)
     let (mut untriaged, mut start_failures) = (0usize, 0u32);
+    let mut pause = Duration::ZERO;
     loop {
+        // while the campaign runs, triage takes its share: after `busy` seconds of work it waits
+        // busy * (1/duty - 1), taking new findings meanwhile; finishing, it works without pause
+        let until = Instant::now() + pause;
         loop {
-            let msg = if queue.is_empty() && !finishing {
+            let refuse = start_failures >= MAX_START_FAILURES;
+            let wait = until.saturating_duration_since(Instant::now());
+            let msg = if inbox.queue.is_empty() && !inbox.finishing {
                 match rx.recv() {
                     Ok(m) => m,
-                    Err(_) => return untriaged,
+                    Err(_) => return untriaged + inbox.refused,
+                }
+            } else if !inbox.finishing && !wait.is_zero() {
+                match rx.recv_timeout(wait) {
+                    Ok(m) => m,
+                    Err(RecvTimeoutError::Timeout) => break,
+                    Err(RecvTimeoutError::Disconnected) => {
+                        inbox.finishing = true;
+                        break;
+                    }
                 }
             } else {
                 match rx.try_recv() {
                     Ok(m) => m,
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => {
-                        finishing = true;
+                        inbox.finishing = true;
                         break;
                     }
                 }
             };
-            match msg {
-                Msg::Finding(_, _) if start_failures >= MAX_START_FAILURES => untriaged += 1,
-                Msg::Finding(dir, first) => {
-                    queue.push(Reverse((!first, arrivals, dir)));
-                    arrivals += 1;
-                }
-                Msg::Finish => finishing = true,
+            inbox.take(msg, refuse);
+        }
+        let untriaged_now = untriaged + inbox.refused;
+        if inbox.queue.is_empty() {
+            if inbox.finishing {
+                return untriaged_now;
             }
+            continue;
         }
-        let next = queue.peek().map(|_| ());
-        match next {
-            None if finishing => return untriaged,
-            None => continue,
-            _ if stop.load(Ordering::Relaxed) => return untriaged + queue.len(),
-            _ => {}
+        if stop.load(Ordering::Relaxed) {
+            return untriaged_now + inbox.queue.len();
         }
-        let Some(Reverse((_, _, dir))) = queue.pop() else { continue };
+        let Some(Reverse((_, _, _, dir))) = inbox.queue.pop() else { continue };
         if worker.is_none() {
             match Worker::start(spec.clone()) {
                 Ok(w) => {
@@ -132,24 +196,26 @@ fn serve(
                             " ({MAX_START_FAILURES} failed starts in a row: the campaign triages no more; \
                              `oatest triage` does the rest)"
                         ));
-                        untriaged += queue.len();
-                        queue.clear();
+                        untriaged += inbox.queue.len();
+                        inbox.queue.clear();
                     }
                     if tx.send(Report::Failed(dir, why)).is_err() {
-                        return untriaged + queue.len();
+                        return untriaged + inbox.refused + inbox.queue.len();
                     }
                     continue;
                 }
             }
         }
         let w = worker.as_mut().expect("started");
+        let started = Instant::now();
         let report = match session.triage(&dir, w) {
             Ok(Some(f)) => Report::Filed(f),
-            Ok(None) => continue,
+            Ok(None) => Report::Skipped,
             Err(e) => Report::Failed(dir, format!("{e:#}")),
         };
+        pause = if duty > 0.0 && duty < 1.0 { started.elapsed().mul_f64(1.0 / duty - 1.0) } else { Duration::ZERO };
         if tx.send(report).is_err() {
-            return untriaged + queue.len();
+            return untriaged + inbox.refused + inbox.queue.len();
         }
     }
 }
@@ -171,12 +237,13 @@ mod tests {
         spec.exe = PathBuf::from("/bin/false"); // exits before it greets
         let stop = Arc::new(AtomicBool::new(false));
         let oracle = Oracle { tolerance: Default::default() };
-        let mut t = Triager::start(spec, run.clone(), oracle, Limits::default(), Labeler::default(), stop);
+        let mut t = Triager::start(spec, run.clone(), oracle, Limits::default(), Labeler::default(), 0.0, stop);
         for i in 0..5 {
             t.submit(run.join(format!("findings/{i:08}-error")), i == 0);
         }
         let mut failed = 0;
-        let left = t.finish();
+        t.finish();
+        let left = t.join();
         while let Ok(r) = t.results.try_recv() {
             failed += matches!(r, Report::Failed(..)) as usize;
         }

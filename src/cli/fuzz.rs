@@ -79,6 +79,17 @@ pub struct FuzzArgs {
     /// Do not triage findings while the campaign runs (`oatest triage RUN_DIR` does it afterwards).
     #[arg(long)]
     pub no_triage: bool,
+    /// Findings written as directories per source key (the coarse signature refined by the passes that fired and
+    /// the deviating op); later findings of a key are counted in stats.json and logged in findings/counted.tsv.
+    #[arg(long, value_name = "K", default_value_t = crate::finding::exemplars::DEFAULT_LIMIT)]
+    pub exemplars: usize,
+    /// Write every finding as a directory (no limit per source key).
+    #[arg(long, conflicts_with = "exemplars")]
+    pub keep_all: bool,
+    /// Share of the lanes' time background triage may take while the campaign runs (0: idle CPU only; the
+    /// default runs triage as one lane in eight would).
+    #[arg(long, value_name = "F", default_value_t = campaign::TRIAGE_SHARE)]
+    pub triage_share: f64,
     /// Run the K-th of N disjoint slices of the campaign (test ids = K mod N; `--tests` counts the whole
     /// campaign); `oatest merge` joins the shards' run directories.
     #[arg(long, value_name = "K/N")]
@@ -107,6 +118,12 @@ impl FuzzArgs {
             anyhow::ensure!(lib.exists(), "--also-ort-lib {} does not exist", lib.display());
         }
         anyhow::ensure!(self.max_nodes >= 1, "--max-nodes must be at least 1");
+        anyhow::ensure!(self.exemplars >= 1, "--exemplars must be at least 1 (--keep-all writes every finding)");
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.triage_share),
+            "--triage-share must be between 0 and 1 (got {})",
+            self.triage_share
+        );
         let budget = self.budget().unwrap_or(Budget::Seconds(3600.0));
         if let Budget::Seconds(s) = budget {
             anyhow::ensure!(s > 0.0, "the time budget must be positive");
@@ -156,6 +173,8 @@ impl FuzzArgs {
             rotate_every: self.rotate_every,
             schedule: crate::synth::schedule::Schedule::parse(&self.schedule)?,
             feedback_every: self.feedback_every,
+            exemplars: (!self.keep_all).then_some(self.exemplars),
+            triage_share: self.triage_share,
         })
     }
 }
@@ -252,7 +271,14 @@ fn print_summary(s: &campaign::Summary) {
         st.passes_fired.len(),
         st.pass_pairs_distinct
     );
-    println!("  findings          {} raw, {} unique", st.findings_raw, st.findings_unique);
+    println!(
+        "  findings          {} raw, {} coarse signatures, {} source keys: {} kept as directories, {} counted",
+        st.findings_raw,
+        st.findings_unique,
+        st.keys.len(),
+        st.findings_written,
+        st.findings_counted
+    );
     for (k, v) in &st.by_symptom {
         println!("    {k:<15} {v}");
     }
@@ -269,7 +295,11 @@ fn print_summary(s: &campaign::Summary) {
         println!("    {class:<15} {n} entries in {folder}/ ({findings} findings)");
     }
     println!("  results           {}", s.out.display());
-    println!("    stats.json, throughput.svg, memory.svg, passes.svg, findings/<test>-<symptom>/ (model.onnx or recipe.json, input_*.pb, outcome.json, meta.json)");
+    println!("    stats.json, discovery.svg, throughput.svg, memory.svg, passes.svg");
+    println!("    findings/<test>-<symptom>/ (model.onnx or recipe.json, input_*.pb, outcome.json, meta.json): a few per source key");
+    println!(
+        "    findings/counted.tsv: the others (test id, key, symptom), each made again from the seed and its test id"
+    );
     println!("    bugs/<signature>/ (report.md, repro.py, model.onnx minimized, original.onnx), examples/<pass>/");
     println!("    reference/, precision/, widened/, platform/, nonfinite/, undecided/, unattributed/: findings that are not optimizer bugs");
     println!("    regression suite: oatest export {} --out DIR", s.out.display());

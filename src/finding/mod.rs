@@ -3,6 +3,7 @@
 //! (versioned, read and written), atomic writing, loading, and signatures (`signature`). Also `flaky/<id>/`:
 //! tests whose inconsistencies a re-run did not confirm, kept with every run.
 
+pub mod exemplars;
 pub mod signature;
 
 use crate::compiler::{inputs, NamedTensor, Outcome};
@@ -69,6 +70,12 @@ pub struct Meta {
     pub symptom: Symptom,
     /// The coarse signature ([`signature::coarse`] of the primary verdict).
     pub signature: String,
+    /// The source key ([`signature::source_key`]; empty in findings of older campaigns).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    /// The passes that fired under the verdict's configuration and not under the reference, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_passes: Vec<String>,
     pub verdicts: Vec<Verdict>,
     /// The test's file in this directory (`model.onnx` or `recipe.json`).
     #[serde(default = "model_onnx")]
@@ -91,8 +98,34 @@ impl Meta {
     }
 }
 
-/// Writes the finding directory for a test; returns its path. An existing directory (a resumed campaign
-/// re-running a test) is kept as it is.
+/// The source key of a test's finding under its primary verdict `v` ([`signature::source_key`]: for an
+/// inconsistency of an ONNX test, the op that produces the first deviating output refines it) and its key passes:
+/// those that fired under the verdict's configuration and not under the reference (the first outcome), sorted.
+pub fn source_key(target: &str, test: &Test, outcomes: &[Outcome], v: &Verdict) -> (String, Vec<String>) {
+    let reference: &[String] = outcomes.first().map(|o| o.passes_fired.as_slice()).unwrap_or_default();
+    let mut passes: Vec<String> = outcomes
+        .iter()
+        .filter(|o| o.config.to_string() == v.config)
+        .flat_map(|o| o.passes_fired.iter())
+        .filter(|p| !reference.contains(p))
+        .cloned()
+        .collect();
+    passes.sort();
+    passes.dedup();
+    let producer = (v.symptom == Symptom::Inconsistency)
+        .then(|| signature::deviating_output(&v.detail))
+        .flatten()
+        .and_then(|out| {
+            let m = crate::graph::onnx::decode_model(&test.model).ok()?;
+            let p = m.graph.producer(out)?;
+            Some(m.graph.node(p.node).op.to_string())
+        });
+    (signature::source_key(target, v, producer.as_deref()), passes)
+}
+
+/// Writes the finding directory for a test, its source key and key passes `key`; returns its path. An existing directory (a
+/// resumed campaign re-running a test) is kept as it is.
+#[allow(clippy::too_many_arguments)]
 pub fn write(
     out: &Path,
     target: &str,
@@ -101,6 +134,7 @@ pub fn write(
     test: &Test,
     outcomes: &[Outcome],
     j: &Judgement,
+    key: &(String, Vec<String>),
 ) -> anyhow::Result<PathBuf> {
     let v = signature::primary(j).expect("a finding has a verdict");
     let dir = out.join("findings").join(format!("{:08}-{}", test.id, v.symptom));
@@ -119,6 +153,8 @@ pub fn write(
             origin: test.origin.clone(),
             symptom: v.symptom,
             signature: signature::coarse(target, v),
+            key: key.0.clone(),
+            key_passes: key.1.clone(),
             verdicts: j.verdicts.clone(),
             test_file: test_file.to_string(),
             reproduce: format!("oatest run {test_file} --target {target} --inputs . --judge"),

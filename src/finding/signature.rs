@@ -177,6 +177,20 @@ pub fn coarse(target: &str, v: &Verdict) -> String {
     crate::util::stable_hash(&key)
 }
 
+/// The source key of a finding, known as soon as it is found: the coarse signature refined, for an
+/// inconsistency, by the op that produces its first deviating output (`producer`). The campaign writes only a
+/// few findings of a key as directories and counts the rest ([`super::exemplars`]), choosing the written ones to
+/// cover every pass the key's findings fired.
+pub fn source_key(target: &str, v: &Verdict, producer: Option<&str>) -> String {
+    crate::util::stable_hash(&format!("{}|{}", coarse(target, v), producer.unwrap_or("")))
+}
+
+/// The output an inconsistency's detail names first (`output 'NAME'[...]: expected ...`).
+pub fn deviating_output(detail: &str) -> Option<&str> {
+    let rest = detail.strip_prefix("output '")?;
+    rest.find('\'').map(|i| &rest[..i])
+}
+
 /// The bug signature, known after triage: target, symptom, culprit passes (sorted; `unresolved@<config>` when
 /// there are none) and, for errors, the normalized message. Inconsistency details name outputs and values, so
 /// they do not enter it.

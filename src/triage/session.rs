@@ -1,8 +1,10 @@
 //! Triage of a run's findings, one after another: the first finding of each coarse signature is triaged in
 //! full (culprits, class, reduction); a later one is attached to an entry of its coarse signature when a cheap
 //! check says it is the same bug (its own model shows the symptom with only the entry's culprits on, not with
-//! any of them off, in the entry's class), and triaged in full, making a new entry, when no entry's check
-//! agrees. Every finding ends in an entry.
+//! any of them off, in the entry's class; the entry of its source key's first finding is checked first), and
+//! triaged in full, making a new entry, when no entry's check agrees. An error, crash or hang whose source key
+//! and key passes are those of a finding already triaged is attached to that finding's entry without a run.
+//! Every finding ends in an entry.
 
 use super::classify::Semantic;
 use super::reduce::Limits;
@@ -20,6 +22,10 @@ pub struct Session {
     semantic: Semantic,
     /// Coarse signature -> the entries its findings triaged in full made (most attached findings first).
     entries: HashMap<String, Vec<(usize, Filed)>>,
+    /// Source key -> the entry its first triaged finding went to (tried first for the key's later findings);
+    /// (source key, key passes) -> the entry of the first finding with both.
+    by_key: HashMap<String, Filed>,
+    by_key_passes: HashMap<(String, Vec<String>), Filed>,
     /// Labels new entries with what upstream knows (known issue, affected versions).
     labeler: Labeler,
 }
@@ -31,8 +37,14 @@ impl Session {
     pub fn new(run: &Path, oracle: Oracle, limits: Limits, known: bool, background: bool) -> Session {
         let mut entries: HashMap<String, Vec<(usize, Filed)>> = HashMap::new();
         let triaged = if known { crate::finding::finding_dirs(run, false).unwrap_or_default() } else { Vec::new() };
+        let mut by_key: HashMap<String, Filed> = HashMap::new();
+        let mut by_key_passes: HashMap<(String, Vec<String>), Filed> = HashMap::new();
         for dir in triaged {
             let (Ok(meta), Some(filed)) = (crate::finding::load_meta(&dir), load_filed(&dir)) else { continue };
+            if !meta.key.is_empty() {
+                by_key.entry(meta.key.clone()).or_insert_with(|| filed.clone());
+                by_key_passes.entry((meta.key, meta.key_passes)).or_insert_with(|| filed.clone());
+            }
             let e = count(entries.entry(meta.signature).or_default(), &filed);
             // a finding triaged in full describes its entry better than one attached to it
             if e.triage.method == ATTACHED && filed.triage.method != ATTACHED {
@@ -40,7 +52,8 @@ impl Session {
             }
         }
         let labeler = Labeler::default();
-        Session { run: run.to_path_buf(), oracle, limits, semantic: Semantic::new(background), entries, labeler }
+        let semantic = Semantic::new(background);
+        Session { run: run.to_path_buf(), oracle, limits, semantic, entries, by_key, by_key_passes, labeler }
     }
 
     /// Labels the entries it files with `labeler` (known upstream issues, other ORT builds).
@@ -52,15 +65,31 @@ impl Session {
     /// Triages one finding directory (attached, or in full) and writes its `triage.json`. `Ok(None)` for
     /// findings without a pass set (cross-target).
     pub fn triage(&mut self, dir: &Path, worker: &mut Worker) -> anyhow::Result<Option<Filed>> {
-        let coarse = crate::finding::load_meta(dir)?.signature;
+        let meta = crate::finding::load_meta(dir)?;
+        let (coarse, key) = (meta.signature.clone(), meta.key.clone());
         let mut known = self.entries.get(&coarse).cloned().unwrap_or_default();
         known.sort_by_key(|(n, _)| std::cmp::Reverse(*n));
+        let both = (key.clone(), meta.key_passes.clone());
+        // an error, crash or hang of the same source key under the same key passes has the same message under
+        // the same passes: the same bug, attached without a run
+        if let Some(entry) = self.by_key_passes.get(&both).filter(|_| meta.symptom != Symptom::Inconsistency) {
+            let entry = entry.clone();
+            let filed = self.attach_certain(dir, &meta, &entry)?;
+            count(self.entries.entry(coarse).or_default(), &entry);
+            return Ok(Some(filed));
+        }
+        // otherwise the entry of the key's first finding is checked first
+        if let Some(entry) = self.by_key.get(&key).cloned() {
+            known.retain(|(_, e)| e.bug_dir != entry.bug_dir);
+            known.insert(0, (usize::MAX, entry));
+        }
         // loaded once for every entry it is checked against (None: cross-target, nothing to attach)
         let finding = if known.is_empty() { None } else { Finding::load(dir)? };
         for (_, entry) in known.iter().take(MAX_TRIES) {
             let Some(f) = &finding else { break };
             if let Some(filed) = self.attach(dir, f.clone(), worker, entry)? {
                 count(self.entries.entry(coarse).or_default(), entry);
+                self.remember(both, entry);
                 return Ok(Some(filed));
             }
         }
@@ -68,7 +97,35 @@ impl Session {
         let filed = triage_dir(dir, &self.run, worker, &mut self.semantic, oracle, limits, &mut self.labeler)?;
         if let Some(f) = &filed {
             count(self.entries.entry(coarse).or_default(), f);
+            self.remember(both, f);
         }
+        Ok(filed)
+    }
+
+    /// Remembers the entry a finding of (source key, key passes) `both` went to.
+    fn remember(&mut self, both: (String, Vec<String>), entry: &Filed) {
+        if both.0.is_empty() {
+            return; // a finding of an older campaign, without a key
+        }
+        self.by_key.entry(both.0.clone()).or_insert_with(|| entry.clone());
+        self.by_key_passes.entry(both).or_insert_with(|| entry.clone());
+    }
+
+    /// Attaches a finding to `entry` without running anything: its source key and key passes are those of a
+    /// finding the entry already holds, and its symptom is not an inconsistency (so its message is that
+    /// finding's, under the same passes).
+    fn attach_certain(&mut self, dir: &Path, meta: &crate::finding::Meta, entry: &Filed) -> anyhow::Result<Filed> {
+        report::add_finding(Path::new(&entry.bug_dir), &dir.display().to_string())?;
+        let mut t = entry.triage.clone();
+        t.method = ATTACHED.into();
+        t.dd_note = Some(format!(
+            "attached to {} without a run: the same source key {} (the message) and key passes as a finding it holds",
+            entry.signature, meta.key
+        ));
+        (t.dd_runs, t.runs, t.reduction_checks) = (0, 0, 0);
+        let filed =
+            Filed { signature: entry.signature.clone(), bug_dir: entry.bug_dir.clone(), new_bug: false, triage: t };
+        crate::util::write_atomic(&dir.join("triage.json"), serde_json::to_string_pretty(&filed)?.as_bytes())?;
         Ok(filed)
     }
 

@@ -105,6 +105,7 @@ pub fn merge(runs: &[PathBuf], out: &Path) -> anyhow::Result<Report> {
     for folder in TEST_DIRS {
         merge_test_dirs(&inputs, out, folder, &mut report)?;
     }
+    merge_counted(&inputs, out)?;
     merge_examples(&inputs, out, &mut report)?;
     bugs::merge(&inputs, out, &mut report)?;
 
@@ -275,6 +276,25 @@ fn merge_test_dirs(inputs: &[Input], out: &Path, folder: &str, report: &mut Repo
                 *report.added.entry(folder.to_string()).or_default() += 1;
             }
         }
+    }
+    Ok(())
+}
+
+/// `findings/counted.tsv`: every shard's counted findings (`finding::exemplars`), in shard order.
+fn merge_counted(inputs: &[Input], out: &Path) -> anyhow::Result<()> {
+    let name = crate::finding::exemplars::COUNTED_LOG;
+    let mut text = String::new();
+    for i in inputs {
+        let path = i.dir.join("findings").join(name);
+        match std::fs::read_to_string(&path) {
+            Ok(t) => text.extend(t.lines().filter(|l| l.split('\t').count() == 3).map(|l| format!("{l}\n"))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        }
+    }
+    if !text.is_empty() {
+        std::fs::create_dir_all(out.join("findings"))?;
+        crate::util::write_atomic(&out.join("findings").join(name), text.as_bytes())?;
     }
     Ok(())
 }

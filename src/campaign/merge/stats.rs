@@ -2,6 +2,7 @@
 //! beside each shard's own statistics.
 
 use crate::campaign::stats::{Stats, INVALID_EXAMPLES};
+use crate::finding::exemplars::KeyCount;
 use serde::{Deserialize, Serialize};
 
 /// stats.json of a merged run: the campaign's totals (the fields of any stats.json) and one entry per shard.
@@ -86,6 +87,10 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             target_pass_fired,
             trigger_by_pass,
             signatures,
+            keys,
+            findings_written,
+            findings_counted,
+            discovery: _, // each shard's own curve stays in its entry
             findings_triaged,
             bugs: _,
             findings_attached,
@@ -144,6 +149,15 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             e[1] += v[1];
         }
         add(&mut t.signatures, signatures);
+        for (k, v) in keys {
+            let empty =
+                KeyCount { count: 0, written: 0, first: u64::MAX, last: 0, first_sec: f64::INFINITY, ..v.clone() };
+            let e = t.keys.entry(k.clone()).or_insert(empty);
+            (e.count, e.written) = (e.count + v.count, e.written + v.written);
+            (e.first, e.last, e.first_sec) = (e.first.min(v.first), e.last.max(v.last), e.first_sec.min(v.first_sec));
+        }
+        t.findings_written += findings_written;
+        t.findings_counted += findings_counted;
         t.findings_triaged += findings_triaged;
         t.findings_attached += findings_attached;
         t.findings_untriaged += findings_untriaged;
