@@ -134,7 +134,8 @@ def run_child(level, disabled):
             tail = (p.stderr or "").strip().splitlines()[-3:]
             how = f"signal {-p.returncode}" if p.returncode < 0 else f"exit status {p.returncode}"
             return "crash", how + (": " + " | ".join(tail) if tail else "")
-        with np.load(out + ".npz") as z:
+        # string outputs are object arrays, which np.savez pickles: our own file, read back as written
+        with np.load(out + ".npz", allow_pickle=True) as z:
             return "ok", [z[f"arr_{i}"] for i in range(len(z.files))]
 
 
@@ -206,4 +207,12 @@ def main():
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "--child":
         child(sys.argv[2], [p for p in sys.argv[3].split(";") if p], sys.argv[4])
-    sys.exit(main())
+    try:
+        status = main()
+    except Exception:  # noqa: BLE001 - this script's own failure is not the bug's verdict (1) nor a fix (0)
+        import traceback
+
+        traceback.print_exc()
+        print("cannot run: repro.py itself failed (above)")
+        status = 2
+    sys.exit(status)

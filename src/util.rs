@@ -120,10 +120,17 @@ pub fn stable_hash(s: &str) -> String {
     format!("{h:016x}")
 }
 
-/// The directories oatest searches for its project's files: the current directory and its ancestors, then the
-/// executable's ancestors.
+/// The environment variable that names oatest's home: the checkout (or a copy of its `patterns/`, `python/`,
+/// `data/` and `.venv/`) that an installed binary takes its files from.
+pub const HOME_VAR: &str = "OATEST_HOME";
+
+/// The directories oatest searches for its project's files: `$OATEST_HOME` when set, then the current directory
+/// and its ancestors, then the executable's ancestors.
 pub fn search_roots() -> Vec<std::path::PathBuf> {
     let mut roots: Vec<std::path::PathBuf> = Vec::new();
+    if let Some(home) = std::env::var_os(HOME_VAR).filter(|h| !h.is_empty()) {
+        roots.push(std::path::PathBuf::from(home));
+    }
     if let Ok(cwd) = std::env::current_dir() {
         roots.extend(cwd.ancestors().map(Path::to_path_buf));
     }
@@ -133,8 +140,8 @@ pub fn search_roots() -> Vec<std::path::PathBuf> {
     roots
 }
 
-/// The first existing `rel` below the current directory, its ancestors, or the executable's ancestors (how
-/// oatest finds its project's files: python/, .venv/).
+/// The first existing `rel` below `$OATEST_HOME`, the current directory, its ancestors, or the executable's
+/// ancestors (how oatest finds its project's files: patterns/, python/, data/, .venv/).
 pub fn project_file(rel: &str) -> Option<std::path::PathBuf> {
     search_roots().into_iter().map(|r| r.join(rel)).find(|p| p.exists())
 }

@@ -520,3 +520,49 @@ fn a_wrong_result_far_beyond_a_noisy_references_spread_is_a_finding() {
     let bug = json(&bugs[0].join("bug.json"));
     assert_eq!(bug["triage"]["culprits"], serde_json::json!(["FuseSigmoid"]), "{bug}");
 }
+
+/// Deduplication at the source: a key's first findings are written, the rest counted and logged, the counts sum
+/// to the raw findings; an error of a key and key passes already triaged joins that entry without a run, and the
+/// entry counts every finding, the counted ones too.
+#[test]
+fn findings_beyond_a_keys_exemplars_are_counted_and_errors_of_one_key_join_without_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (seeds, out) = (dir.path().join("seeds"), dir.path().join("run"));
+    std::fs::create_dir_all(&seeds).unwrap();
+    std::fs::write(seeds.join("error.onnx"), fault_model(Some("error"))).unwrap();
+    let o = oatest(&[
+        "fuzz",
+        "--target",
+        "fault",
+        "--tests",
+        "30",
+        "--seed",
+        "4",
+        "--jobs",
+        "1",
+        "--exemplars",
+        "3",
+        "--seeds",
+        seeds.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&out.join("stats.json"));
+    assert_stats_consistent(&s);
+    let raw = s["findings_raw"].as_u64().unwrap();
+    assert!(raw >= 10, "half the tests are made from the seed file: {s}");
+    assert_eq!(s["findings_written"], 3, "{s}");
+    let counted = std::fs::read_to_string(out.join("findings/counted.tsv")).unwrap();
+    assert_eq!(counted.lines().count() as u64, raw - 3, "{counted}");
+    let ways: Vec<String> = std::fs::read_dir(out.join("findings"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path().join("triage.json")).ok())
+        .collect();
+    assert_eq!(ways.len(), 3);
+    assert_eq!(ways.iter().filter(|t| t.contains("without a run")).count(), 2, "{ways:?}");
+    let index = std::fs::read_to_string(out.join("bugs/README.md")).unwrap();
+    assert!(index.contains(&format!("{raw} findings: 3 kept as directories")), "{index}");
+    let row = format!("| {raw} |");
+    assert!(index.lines().any(|l| l.contains("| error |") && l.contains(&row)), "the entry counts all {raw}: {index}");
+}

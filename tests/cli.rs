@@ -103,3 +103,30 @@ fn seeds_gen_writes_count_files_and_rejects_bad_flags() {
     assert_clean_error(&bad, &["--min-nodes 9 exceeds --max-nodes 3"]);
     assert!(!Path::new(&out.join("seed_00012.onnx")).exists());
 }
+
+/// An installed binary (copied out of the checkout) finds its pattern libraries through `$OATEST_HOME`; without
+/// it, an ORT campaign is refused with the fix named, never run in random mode instead.
+#[test]
+fn an_installed_binary_takes_its_files_from_oatest_home_or_names_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin").join("oatest");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_oatest"), &bin).unwrap();
+    let run = |home: Option<&str>, args: &[&str]| {
+        let mut c = Command::new(&bin);
+        c.args(args).current_dir(dir.path()).env_remove("OATEST_HOME");
+        if let Some(h) = home {
+            c.env("OATEST_HOME", h);
+        }
+        c.output().expect("oatest runs")
+    };
+    let o = run(None, &["fuzz", "--target", "ort", "--tests", "1", "--out", "r"]);
+    assert_clean_error(&o, &["no pattern library for ort", "OATEST_HOME", "--patterns", "--mode random"]);
+    assert!(!dir.path().join("r").exists(), "nothing ran");
+    let doctor = run(None, &["doctor"]);
+    assert!(String::from_utf8_lossy(&doctor.stdout).contains("home:  not found"), "{doctor:?}");
+    let home = env!("CARGO_MANIFEST_DIR");
+    let doctor = run(Some(home), &["doctor"]);
+    let out = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    assert!(out.contains("from $OATEST_HOME") && out.contains("pattern libraries: ort, tvm"), "{out}");
+}

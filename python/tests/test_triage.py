@@ -54,6 +54,19 @@ def test_repro_py_exits_1_while_the_bug_exists_and_0_without_it(crash_bug, tmp_p
     assert p.returncode == 0, p.stdout + p.stderr
 
 
+def test_repro_py_exits_2_when_it_fails_itself(crash_bug, tmp_path):
+    """A failure of the script itself (here: a case without its time limit) is exit 2, never the 1 of a
+    reproduced bug."""
+    broken = tmp_path / "bug"
+    shutil.copytree(crash_bug, broken)
+    text = (broken / "repro.py").read_text()
+    assert '"timeout_s": ' in text
+    (broken / "repro.py").write_text(text.replace('"timeout_s": ', '"no_such_key": '))
+    p = run_repro(broken / "repro.py")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "repro.py itself failed" in p.stdout
+
+
 def test_the_exported_suite_passes_unoptimized_and_catches_the_bug_optimized(oatest, crash_bug, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(crash_bug, run / "bugs" / "crash")

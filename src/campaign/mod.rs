@@ -51,41 +51,9 @@ pub fn run(
     std::fs::create_dir_all(&settings.out).with_context(|| format!("cannot create {}", settings.out.display()))?;
     // one target, or two compared with each other (`ort,tract`): every job runs one worker per target
     let kinds = settings.target.kinds();
-    let mut lanes: Vec<Vec<Worker>> = Vec::new();
-    for _ in 0..settings.jobs.max(1) {
-        let mut lane = Vec::new();
-        for kind in kinds {
-            let mut spec = WorkerSpec::new(kind.clone())?;
-            spec.ort_lib = settings.ort_lib.clone();
-            spec.timeout = Duration::from_millis(settings.timeout_ms);
-            spec.mem_limit_mb = Some(settings.mem_mb);
-            lane.push(Worker::start(spec)?);
-        }
-        lanes.push(lane);
-    }
+    let lanes = start_lanes(&settings, kinds)?;
     let infos: Vec<_> = lanes[0].iter().map(|w| w.info.clone()).collect();
-    // by default the reference and the most optimized configuration: every pass runs in the latter, and the
-    // test rate doubles compared to all four ORT levels (--config chooses others)
-    let configs: Vec<Vec<Config>> = infos
-        .iter()
-        .map(|info| {
-            if settings.configs.is_empty() {
-                let d = &info.default_configs;
-                vec![d[0].clone(), d[d.len() - 1].clone()]
-            } else {
-                settings.configs.clone()
-            }
-        })
-        .collect();
-    anyhow::ensure!(configs.iter().all(|c| c.len() >= 2), "a differential campaign needs at least two configurations");
-    // ORT's default set: some tests also run a named configuration (opt-in and kill switches, ORT_ENABLE_LAYOUT)
-    // and some passing tests have ORT save its optimized graph for the seed pool (synthesis only)
-    let ort = settings.target.is(crate::compiler::TargetKind::Ort);
-    let rotation = Rotation {
-        every: if ort && settings.configs.is_empty() { settings.rotate_every } else { 0 },
-        configs: if ort { crate::compiler::named::rotation(&infos[0].version) } else { Vec::new() },
-        save_every: if ort && settings.mode == Mode::Synth { settings.feedback_every } else { 0 },
-    };
+    let (configs, rotation) = configurations(&settings, &infos)?;
     source.rotation(if rotation.every > 0 { rotation.configs.len() } else { 0 });
     let target_name = infos.iter().map(|i| i.target.clone()).collect::<Vec<_>>().join(",");
     let target_version = infos.iter().map(|i| i.version.clone()).collect::<Vec<_>>().join(",");
@@ -103,7 +71,7 @@ pub fn run(
         recycle_tests: settings.recycle_tests,
         recycle_mb: settings.recycle_mb,
     });
-    let (job_tx, job_rx) = sync_channel::<produce::Job>(2 * nlanes);
+    let (job_tx, job_rx) = sync_channel::<execute::Job>(2 * nlanes);
     let job_rx = Arc::new(Mutex::new(job_rx));
     let (done_tx, done_rx) = channel::<Done>();
     let threads: Vec<_> = lanes
@@ -118,31 +86,14 @@ pub fn run(
 
     // triage in the background: findings left from an interrupted run first; entries labeled with the known
     // upstream bugs and the other ORT builds
-    let known = crate::triage::known::KnownBugs::load_or_default(settings.known.as_deref())?;
-    let labeler = crate::triage::upstream::Labeler::new(known, &settings.also_ort_libs);
-    let mut triager = (settings.triage && kinds.len() == 1).then(|| {
-        let mut spec = WorkerSpec::new(kinds[0].clone()).expect("the lanes started this kind");
-        spec.ort_lib = settings.ort_lib.clone();
-        // the triager takes its share of the lanes' time (`--triage-share`: working a share of its time at
-        // normal priority, so the backlog stays bounded), or with a share of 0 only CPU time the campaign
-        // leaves idle (it catches up when the campaign's workers stop); its hang limit counts the CPU time it got
-        spec.timeout = Duration::from_millis(settings.timeout_ms);
-        spec.background = settings.triage_share <= 0.0;
-        spec.mem_limit_mb = Some(settings.mem_mb);
-        let duty = (settings.triage_share * settings.jobs.max(1) as f64).min(1.0);
-        let limits = crate::triage::reduce::Limits { max_checks: 1000, time: Duration::from_secs(60) };
-        triager::Triager::start(spec, settings.out.clone(), oracle.clone(), limits, labeler, duty, stop.clone())
-    });
-    if let Some(t) = &mut triager {
-        let mut seen = std::collections::HashSet::new();
-        for dir in finding::finding_dirs(&settings.out, true)? {
-            let sig = finding::load_meta(&dir).map(|m| if m.key.is_empty() { m.signature } else { m.key });
-            let first = seen.insert(sig.unwrap_or_default());
-            t.submit(dir, first);
-        }
-    }
-    let mut examples = examples::Examples::open(&settings.out);
-    let exemplars = finding::exemplars::Exemplars::new(&settings.out, settings.exemplars);
+    let mut triager = start_triager(&settings, kinds, &oracle, &stop)?;
+    let mut filing = Filing {
+        settings: &settings,
+        exemplars: finding::exemplars::Exemplars::new(&settings.out, settings.exemplars),
+        examples: examples::Examples::open(&settings.out),
+        target: target_name.clone(),
+        version: target_version.clone(),
+    };
 
     let start = Instant::now();
     let elapsed = || prior_elapsed + start.elapsed().as_secs_f64();
@@ -184,28 +135,8 @@ pub fn run(
             Err(RecvTimeoutError::Disconnected) => true,
         };
         while let Some(d) = pending.remove(&next_id) {
-            let clean = d.judgement.valid && d.judgement.verdicts.is_empty() && !d.outcomes.is_empty();
-            source.feedback(&d.test, clean, &d.fired);
-            // ORT's own optimized graph of a passing test: a second-order seed whose inputs are fusion results
-            let fed = d.optimized.as_deref().filter(|_| clean).and_then(crate::synth::source::optimized_seed);
-            if let Some(model) = fed {
-                source.feed_seed(&crate::synth::source::Test { model, ..d.test.clone() }, &d.fired);
-                stats.optimized_fed += 1;
-            }
-            if clean {
-                examples.offer(&d.test, &d.outcomes)?;
-            }
             stats.elapsed_sec = elapsed(); // the time a pass first fired is this test's
-            process(
-                &settings,
-                &exemplars,
-                &target_name,
-                &target_version,
-                &mut stats,
-                d,
-                &mut progress,
-                triager.as_mut(),
-            )?;
+            filing.take(d, source.as_ref(), &mut stats, &mut progress, triager.as_mut())?;
             next_id = shard.next(next_id);
         }
         producer.processed(next_id);
@@ -243,27 +174,8 @@ pub fn run(
     // rates are over the testing time; finishing triage is reported on its own
     let tested = elapsed();
     stats.refresh(tested);
-    if let Some(mut t) = triager.take() {
-        progress.note("finishing triage: every finding is attached to an entry or triaged in full");
-        t.finish();
-        while !t.ended() {
-            std::thread::sleep(Duration::from_millis(200));
-            reported += triaged(&t, &mut stats, &mut progress);
-            progress.finishing(reported, t.submitted());
-        }
-        let left = t.join();
-        reported += triaged(&t, &mut stats, &mut progress);
-        progress.finishing(reported, t.submitted());
-        stats.findings_untriaged = left as u64;
-        if let Err(e) = crate::triage::index::write(&settings.out) {
-            progress.note(&format!("cannot write bugs/README.md: {e:#}"));
-        }
-        if left > 0 {
-            progress.note(&format!(
-                "{left} findings are not triaged yet: oatest triage {} does the rest",
-                settings.out.display()
-            ));
-        }
+    if let Some(t) = triager.take() {
+        finish_triage(t, &settings.out, reported, &mut stats, &mut progress);
     }
     let el = elapsed();
     stats.triage_finish_sec += el - tested;
@@ -273,6 +185,114 @@ pub fn run(
     progress.finish();
     progress::plots(&settings.out, &stats);
     Ok(Summary { out: settings.out.clone(), stats, interrupted: stop.load(Ordering::Relaxed) })
+}
+
+/// Each target's configurations (by default the reference and the most optimized one: every pass runs in the
+/// latter, and the test rate doubles compared to all four ORT levels; `--config` chooses others) and, with ORT's
+/// default set, the rotation: some tests also run a named configuration (opt-in and kill switches,
+/// ORT_ENABLE_LAYOUT) and some passing tests have ORT save its optimized graph for the seed pool (synthesis only).
+fn configurations(
+    settings: &Settings,
+    infos: &[crate::compiler::worker::WorkerInfo],
+) -> anyhow::Result<(Vec<Vec<Config>>, Rotation)> {
+    let configs: Vec<Vec<Config>> = infos
+        .iter()
+        .map(|info| {
+            if settings.configs.is_empty() {
+                let d = &info.default_configs;
+                vec![d[0].clone(), d[d.len() - 1].clone()]
+            } else {
+                settings.configs.clone()
+            }
+        })
+        .collect();
+    anyhow::ensure!(configs.iter().all(|c| c.len() >= 2), "a differential campaign needs at least two configurations");
+    let ort = settings.target.is(crate::compiler::TargetKind::Ort);
+    let rotation = Rotation {
+        every: if ort && settings.configs.is_empty() { settings.rotate_every } else { 0 },
+        configs: if ort { crate::compiler::named::rotation(&infos[0].version) } else { Vec::new() },
+        save_every: if ort && settings.mode == Mode::Synth { settings.feedback_every } else { 0 },
+    };
+    Ok((configs, rotation))
+}
+
+/// Starts every lane's workers: one per target of the campaign, `settings.jobs` lanes.
+fn start_lanes(settings: &Settings, kinds: &[crate::compiler::TargetKind]) -> anyhow::Result<Vec<Vec<Worker>>> {
+    let mut lanes = Vec::new();
+    for _ in 0..settings.jobs.max(1) {
+        let mut lane = Vec::new();
+        for kind in kinds {
+            let mut spec = WorkerSpec::new(kind.clone())?;
+            spec.ort_lib = settings.ort_lib.clone();
+            spec.timeout = Duration::from_millis(settings.timeout_ms);
+            spec.mem_limit_mb = Some(settings.mem_mb);
+            lane.push(Worker::start(spec)?);
+        }
+        lanes.push(lane);
+    }
+    Ok(lanes)
+}
+
+/// Background triage (one target only): entries labeled with the known upstream bugs and the other ORT builds;
+/// findings an interrupted run left untriaged are submitted first, each source key's first one as such.
+fn start_triager(
+    settings: &Settings,
+    kinds: &[crate::compiler::TargetKind],
+    oracle: &Oracle,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<Option<triager::Triager>> {
+    if !settings.triage || kinds.len() != 1 {
+        return Ok(None);
+    }
+    let known = crate::triage::known::KnownBugs::load_or_default(settings.known.as_deref())?;
+    let labeler = crate::triage::upstream::Labeler::new(known, &settings.also_ort_libs);
+    let mut spec = WorkerSpec::new(kinds[0].clone())?;
+    spec.ort_lib = settings.ort_lib.clone();
+    // the triager takes its share of the lanes' time (`--triage-share`: working a share of its time at normal
+    // priority, so the backlog stays bounded), or with a share of 0 only CPU time the campaign leaves idle (it
+    // catches up when the campaign's workers stop); its hang limit counts the CPU time it got
+    spec.timeout = Duration::from_millis(settings.timeout_ms);
+    spec.background = settings.triage_share <= 0.0;
+    spec.mem_limit_mb = Some(settings.mem_mb);
+    let duty = (settings.triage_share * settings.jobs.max(1) as f64).min(1.0);
+    let limits = crate::triage::reduce::Limits { max_checks: 1000, time: Duration::from_secs(60) };
+    let mut t =
+        triager::Triager::start(spec, settings.out.clone(), oracle.clone(), limits, labeler, duty, stop.clone());
+    let mut seen = std::collections::HashSet::new();
+    for dir in finding::finding_dirs(&settings.out, true)? {
+        let sig = finding::load_meta(&dir).map(|m| if m.key.is_empty() { m.signature } else { m.key });
+        let first = seen.insert(sig.unwrap_or_default());
+        t.submit(dir, first);
+    }
+    Ok(Some(t))
+}
+
+/// Finishes background triage after the last test, without pause, showing its progress; `reported`: the reports
+/// already received this run. Writes the run's index `bugs/README.md`.
+fn finish_triage(
+    mut t: triager::Triager,
+    out: &std::path::Path,
+    mut reported: u64,
+    stats: &mut Stats,
+    progress: &mut progress::Progress,
+) {
+    progress.note("finishing triage: every finding is attached to an entry or triaged in full");
+    t.finish();
+    while !t.ended() {
+        std::thread::sleep(Duration::from_millis(200));
+        reported += triaged(&t, stats, progress);
+        progress.finishing(reported, t.submitted());
+    }
+    let left = t.join();
+    reported += triaged(&t, stats, progress);
+    progress.finishing(reported, t.submitted());
+    stats.findings_untriaged = left as u64;
+    if let Err(e) = crate::triage::index::write(out) {
+        progress.note(&format!("cannot write bugs/README.md: {e:#}"));
+    }
+    if left > 0 {
+        progress.note(&format!("{left} findings are not triaged yet: oatest triage {} does the rest", out.display()));
+    }
 }
 
 /// Resident memory now: this process and each lane's workers.
@@ -321,66 +341,105 @@ fn triaged(t: &triager::Triager, stats: &mut Stats, progress: &mut progress::Pro
     n
 }
 
-#[allow(clippy::too_many_arguments)]
-fn process(
-    settings: &Settings,
-    exemplars: &finding::exemplars::Exemplars,
-    target: &str,
-    version: &str,
-    stats: &mut Stats,
-    d: Done,
-    progress: &mut progress::Progress,
-    triager: Option<&mut triager::Triager>,
-) -> anyhow::Result<()> {
-    stats.tests_generated += 1;
-    stats.gen_time_sec += d.gen_sec;
-    stats.worker_wait_sec += d.wait_sec;
-    stats.worker_cpu_sec += d.cpu_sec;
-    stats.worker_target_cpu_sec += d.target_cpu_sec;
-    stats.worker_rss_max_mb = stats.worker_rss_max_mb.max(d.rss_mb);
-    for (why, n) in ["tests", "memory"].iter().zip(d.recycled) {
-        if n > 0 {
-            *stats.workers_recycled.entry(why.to_string()).or_default() += n;
+/// Where processed tests go, in test-id order: the source's feedback, examples, statistics and findings.
+struct Filing<'a> {
+    settings: &'a Settings,
+    exemplars: finding::exemplars::Exemplars,
+    examples: examples::Examples,
+    target: String,
+    version: String,
+}
+
+impl Filing<'_> {
+    /// Takes one processed test: feeds it back to the source, keeps it as an example when it passed, counts it,
+    /// and writes (or counts) its finding, submitting written ones to triage.
+    fn take(
+        &mut self,
+        d: Done,
+        source: &dyn TestSource,
+        stats: &mut Stats,
+        progress: &mut progress::Progress,
+        triager: Option<&mut triager::Triager>,
+    ) -> anyhow::Result<()> {
+        let clean = d.judgement.valid && d.judgement.verdicts.is_empty() && !d.outcomes.is_empty();
+        source.feedback(&d.test, clean, &d.fired);
+        // ORT's own optimized graph of a passing test: a second-order seed whose inputs are fusion results
+        let fed = d.optimized.as_deref().filter(|_| clean).and_then(crate::synth::source::optimized_seed);
+        if let Some(model) = fed {
+            source.feed_seed(&crate::synth::source::Test { model, ..d.test.clone() }, &d.fired);
+            stats.optimized_fed += 1;
         }
+        if clean {
+            self.examples.offer(&d.test, &d.outcomes)?;
+        }
+        self.process(stats, d, progress, triager)
     }
-    if let Some(e) = &d.gen_error {
-        stats.gen_failures += 1;
-        progress.note(&format!("test {}: cannot be built: {e}", d.test.id));
-    }
-    if d.outcomes.is_empty() {
-        return Ok(());
-    }
-    stats.nondeterministic += d.nondeterministic;
-    stats.flaky += d.flaky;
-    if stats.record(d.test.id, &d.outcomes, &d.fired, &d.judgement, d.test.target_pass.as_deref(), stats.elapsed_sec) {
-        finding::write_invalid(&settings.out, &d.test, &d.outcomes)?;
-    }
-    if !d.unconfirmed.is_empty() {
-        // never dropped silently: kept with every run, counted in stats (nondeterministic, flaky)
-        let runs: Vec<_> = d.outcomes.iter().chain(&d.reruns).cloned().collect();
-        finding::write_unconfirmed(&settings.out, target, version, settings.seed, &d.test, &runs, &d.unconfirmed)?;
-    }
-    if let Some(v) = finding::signature::primary(&d.judgement) {
-        let sig = finding::signature::coarse(target, v);
-        let new = !stats.signatures.contains_key(&sig);
-        stats.record_finding(v.symptom, &sig);
-        // deduplication at the source: the first few findings of a key are written, later ones counted
-        let key = finding::source_key(target, &d.test, &d.outcomes, v);
-        let new_key = !stats.keys.contains_key(&key.0);
-        if !exemplars.admit(&mut stats.keys, &key.0, &key.1, &sig, v.symptom, d.test.id, stats.elapsed_sec)? {
-            stats.findings_counted += 1;
+
+    fn process(
+        &self,
+        stats: &mut Stats,
+        d: Done,
+        progress: &mut progress::Progress,
+        triager: Option<&mut triager::Triager>,
+    ) -> anyhow::Result<()> {
+        let (settings, target, version, exemplars) = (self.settings, &self.target, &self.version, &self.exemplars);
+        stats.tests_generated += 1;
+        stats.gen_time_sec += d.gen_sec;
+        stats.worker_wait_sec += d.wait_sec;
+        stats.worker_cpu_sec += d.cpu_sec;
+        stats.worker_target_cpu_sec += d.target_cpu_sec;
+        stats.worker_rss_max_mb = stats.worker_rss_max_mb.max(d.rss_mb);
+        for (why, n) in ["tests", "memory"].iter().zip(d.recycled) {
+            if n > 0 {
+                *stats.workers_recycled.entry(why.to_string()).or_default() += n;
+            }
+        }
+        if let Some(e) = &d.gen_error {
+            stats.gen_failures += 1;
+            progress.note(&format!("test {}: cannot be built: {e}", d.test.id));
+        }
+        if d.outcomes.is_empty() {
             return Ok(());
         }
-        stats.findings_written += 1;
-        let (out, seed) = (&settings.out, settings.seed);
-        let dir = finding::write(out, target, version, seed, &d.test, &d.outcomes, &d.judgement, &key)?;
-        if let Some(t) = triager {
-            t.submit(dir.clone(), new_key);
+        stats.nondeterministic += d.nondeterministic;
+        stats.flaky += d.flaky;
+        if stats.record(
+            d.test.id,
+            &d.outcomes,
+            &d.fired,
+            &d.judgement,
+            d.test.target_pass.as_deref(),
+            stats.elapsed_sec,
+        ) {
+            finding::write_invalid(&settings.out, &d.test, &d.outcomes)?;
         }
-        if new {
-            let detail: String = v.detail.chars().take(120).collect();
-            progress.note(&format!("new {} under {}: {} ({})", v.symptom, v.config, detail, dir.display()));
+        if !d.unconfirmed.is_empty() {
+            // never dropped silently: kept with every run, counted in stats (nondeterministic, flaky)
+            let runs: Vec<_> = d.outcomes.iter().chain(&d.reruns).cloned().collect();
+            finding::write_unconfirmed(&settings.out, target, version, settings.seed, &d.test, &runs, &d.unconfirmed)?;
         }
+        if let Some(v) = finding::signature::primary(&d.judgement) {
+            let sig = finding::signature::coarse(target, v);
+            let new = !stats.signatures.contains_key(&sig);
+            stats.record_finding(v.symptom, &sig);
+            // deduplication at the source: the first few findings of a key are written, later ones counted
+            let key = finding::source_key(target, &d.test, &d.outcomes, v);
+            let new_key = !stats.keys.contains_key(&key.0);
+            if !exemplars.admit(&mut stats.keys, &key.0, &key.1, &sig, v.symptom, d.test.id, stats.elapsed_sec)? {
+                stats.findings_counted += 1;
+                return Ok(());
+            }
+            stats.findings_written += 1;
+            let (out, seed) = (&settings.out, settings.seed);
+            let dir = finding::write(out, target, version, seed, &d.test, &d.outcomes, &d.judgement, &key)?;
+            if let Some(t) = triager {
+                t.submit(dir.clone(), new_key);
+            }
+            if new {
+                let detail: String = v.detail.chars().take(120).collect();
+                progress.note(&format!("new {} under {}: {} ({})", v.symptom, v.config, detail, dir.display()));
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }

@@ -2,19 +2,13 @@
 //! seed, id) and put it in a bounded queue the lanes take from, so generation is off the workers' path. Test
 //! `i` is made only once every test `<= i - POOL_LAG * stride` is processed (what the seed pool relies on).
 
-use super::execute::Done;
+use super::execute::{Done, Job};
 use super::settings::{Budget, Shard};
-use crate::synth::source::{Test, TestSource, POOL_LAG};
+use crate::synth::source::{TestSource, POOL_LAG};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Sender, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-
-/// A made test on its way to a lane, with the seconds it took to make.
-pub(super) struct Job {
-    pub test: Test,
-    pub gen_sec: f64,
-}
 
 /// When to stop claiming ids.
 pub(super) struct Plan {

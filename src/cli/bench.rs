@@ -36,8 +36,8 @@ pub struct BenchArgs {
     /// Rounds (default: campaign 3, worker 5); medians are reported.
     #[arg(long)]
     pub rounds: Option<usize>,
-    #[arg(long)]
-    pub ort_lib: Option<PathBuf>,
+    #[command(flatten)]
+    pub ort: super::OrtLib,
     /// Internal: replay the tests in this file (a child of `--kind campaign`), taking the next test's index
     /// from the shared counter file `--counter`.
     #[arg(long, hide = true, requires = "counter")]
@@ -91,7 +91,7 @@ fn campaign(a: BenchArgs) -> anyhow::Result<()> {
     let kind = TargetKind::parse(&a.target)?;
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
     // the campaign's default pair, named explicitly so that the replay runs exactly these
-    let defaults = open(&kind, a.ort_lib.as_deref())?.default_configs();
+    let defaults = open(&kind, a.ort.ort_lib.as_deref())?.default_configs();
     let configs = vec![defaults[0].clone(), defaults[defaults.len() - 1].clone()];
     // rounds alternate campaign and replay, so that a shared machine's load changes hit both alike
     let rounds = (0..a.rounds.unwrap_or(3).max(1))
@@ -170,7 +170,7 @@ fn round(a: &BenchArgs, kind: &TargetKind, configs: &[Config], jobs: usize) -> a
         timeout_ms: 10_000,
         mem_mb: 8192,
         max_nodes: 10,
-        ort_lib: a.ort_lib.clone(),
+        ort_lib: a.ort.ort_lib.clone(),
         configs: configs.to_vec(),
         mode: if a.mode == "synth" { campaign::Mode::Synth } else { campaign::Mode::Random },
         patterns: crate::util::project_file(&format!("patterns/{}", kind.name())).filter(|_| a.mode == "synth"),
@@ -242,7 +242,7 @@ fn replay(
         for c in configs {
             cmd.arg("--config").arg(c.to_string());
         }
-        if let Some(lib) = &a.ort_lib {
+        if let Some(lib) = &a.ort.ort_lib {
             cmd.arg("--ort-lib").arg(lib);
         }
         cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
@@ -302,7 +302,7 @@ fn replay_part(a: &BenchArgs, file: &std::path::Path) -> anyhow::Result<()> {
         anyhow::ensure!(p != libc::MAP_FAILED, "{}: cannot map the counter", path.display());
         &*(p as *const std::sync::atomic::AtomicU64)
     };
-    let mut target = open(&kind, a.ort_lib.as_deref())?;
+    let mut target = open(&kind, a.ort.ort_lib.as_deref())?;
     println!("ready");
     std::io::stdout().flush()?;
     let mut go = String::new();
@@ -329,12 +329,12 @@ fn worker(a: BenchArgs) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<_>>()?;
     let mut spec = WorkerSpec::new(kind.clone())?;
-    spec.ort_lib = a.ort_lib.clone();
+    spec.ort_lib = a.ort.ort_lib.clone();
     let mut worker = Worker::start(spec)?;
     let configs = worker.info.default_configs.clone();
     let (first, last) = (configs[0].clone(), configs[configs.len() - 1].clone());
     let pair: Vec<Config> = vec![first, last];
-    let mut direct = open(&kind, a.ort_lib.as_deref())?;
+    let mut direct = open(&kind, a.ort.ort_lib.as_deref())?;
     let runs = (cases.len() * pair.len()) as f64;
     let (mut d_rates, mut w_rates) = (Vec::new(), Vec::new());
     let rounds = a.rounds.unwrap_or(5).max(1);

@@ -1,19 +1,40 @@
 //! `oatest doctor`: which compilers this oatest can reach, where they were found, and their versions.
 
 use clap::Args;
-use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 pub struct DoctorArgs {
-    /// The ONNX Runtime library to check instead of the default search.
-    #[arg(long)]
-    pub ort_lib: Option<PathBuf>,
+    #[command(flatten)]
+    pub ort: super::OrtLib,
 }
 
 pub fn run(a: DoctorArgs) -> anyhow::Result<()> {
     println!("oatest {}", env!("CARGO_PKG_VERSION"));
+    // where the project's files come from: $OATEST_HOME, else the current directory's or the executable's
+    // ancestors
+    let home = std::env::var(crate::util::HOME_VAR).ok().filter(|h| !h.is_empty());
+    match crate::util::project_file("patterns").and_then(|p| p.parent().map(std::path::Path::to_path_buf)) {
+        Some(root) => {
+            let from = match &home {
+                Some(h) if root == std::path::Path::new(h) => format!("${}", crate::util::HOME_VAR),
+                _ => "the current directory's or the executable's ancestors".to_string(),
+            };
+            let libs: Vec<String> = ["ort", "tvm", "ort-transformers"]
+                .iter()
+                .filter(|t| root.join("patterns").join(t).is_dir())
+                .map(|t| t.to_string())
+                .collect();
+            println!("home:  {} (from {from}); pattern libraries: {}", root.display(), libs.join(", "));
+        }
+        None => println!(
+            "home:  not found: no patterns/ under ${}, the current directory or the executable's ancestors (set {} \
+             to the oatest checkout)",
+            crate::util::HOME_VAR,
+            crate::util::HOME_VAR
+        ),
+    }
     #[cfg(feature = "ort")]
-    match crate::compiler::ort::find_library(a.ort_lib.as_deref()) {
+    match crate::compiler::ort::find_library(a.ort.ort_lib.as_deref()) {
         Ok(c) => match crate::compiler::ort::library_version(&c.path) {
             Ok(v) => println!("ort:   ONNX Runtime {v} at {} (from {})", c.path.display(), c.source),
             Err(e) => println!("ort:   {} (from {}) cannot be used: {e:#}", c.path.display(), c.source),

@@ -52,8 +52,8 @@ pub struct OrtArgs {
     pub out: PathBuf,
     #[arg(long)]
     pub jobs: Option<usize>,
-    #[arg(long)]
-    pub ort_lib: Option<PathBuf>,
+    #[command(flatten)]
+    pub ort: super::OrtLib,
     /// Do not repair corpus models that miss the pass their test names (PAIRS-from-test-sources.tsv) with
     /// cheap rewrites (python/oatest_repair.py: outputs given a consumer, concrete dims, opset upgrade).
     #[arg(long)]
@@ -77,7 +77,7 @@ impl OrtArgs {
             python: self.python,
             out: self.out,
             jobs: self.jobs,
-            ort_lib: self.ort_lib,
+            ort_lib: self.ort.ort_lib,
             repair: !self.no_repair,
             upgrade_opset: (self.upgrade_opset > 0).then_some(self.upgrade_opset),
         })

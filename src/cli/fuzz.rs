@@ -1,7 +1,7 @@
 //! `oatest fuzz`: the campaign. Flags become a validated `Settings` once; SIGINT/SIGTERM stop it cleanly.
 
 use crate::campaign::{self, Budget, Mode, Settings};
-use crate::compiler::{Config, TargetSet};
+use crate::compiler::{Config, TargetKind, TargetSet};
 use clap::Args;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -66,9 +66,8 @@ pub struct FuzzArgs {
     /// Largest seed graph, in nodes.
     #[arg(long, default_value_t = 10)]
     pub max_nodes: usize,
-    /// ONNX Runtime library (default: ORT_DYLIB_PATH, then the onnxruntime wheel in .venv).
-    #[arg(long)]
-    pub ort_lib: Option<PathBuf>,
+    #[command(flatten)]
+    pub ort: super::OrtLib,
     /// Another ONNX Runtime library (repeatable): triage re-runs every minimized ORT bug with it and records per
     /// version whether it reproduces (bug.json `versions`, "fixed upstream in X").
     #[arg(long = "also-ort-lib", value_name = "PATH")]
@@ -140,6 +139,19 @@ impl FuzzArgs {
                 anyhow::ensure!(dir.is_dir(), "--patterns {} is not a directory", dir.display());
                 Mode::Synth
             }
+            // a target whose campaigns synthesize from a library never falls back to random tests silently
+            (None, None)
+                if matches!(target.first(), TargetKind::Ort | TargetKind::Tvm | TargetKind::OrtTransformers) =>
+            {
+                anyhow::bail!(
+                    "no pattern library for {} found (patterns/{} under ${}, the current directory or the \
+                 executable's): set {} to the oatest checkout, pass --patterns DIR, or choose --mode random",
+                    self.target,
+                    target.first().name(),
+                    crate::util::HOME_VAR,
+                    crate::util::HOME_VAR
+                )
+            }
             (None, None) => Mode::Random,
         };
         let jobs = self.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
@@ -160,7 +172,7 @@ impl FuzzArgs {
             timeout_ms: self.timeout_ms,
             mem_mb: self.mem_mb,
             max_nodes: self.max_nodes,
-            ort_lib: self.ort_lib.clone(),
+            ort_lib: self.ort.ort_lib.clone(),
             configs: self.configs.iter().map(|c| Config::parse(c)).collect::<anyhow::Result<_>>()?,
             mode,
             patterns,

@@ -19,7 +19,16 @@ mod tolerance;
 mod triage;
 mod worker;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// `--ort-lib`, shared by every subcommand that runs ONNX Runtime.
+#[derive(Args, Debug, Clone, Default)]
+pub struct OrtLib {
+    /// ONNX Runtime library (default: ORT_DYLIB_PATH, then the onnxruntime wheel in .venv).
+    #[arg(long = "ort-lib", value_name = "PATH")]
+    pub ort_lib: Option<PathBuf>,
+}
 
 #[derive(Parser, Debug)]
 #[command(name = "oatest", version, about = "Optimization-aware fuzzing of deep-learning compiler optimizers")]
@@ -104,8 +113,8 @@ pub struct ExportArgs {
 impl ExportArgs {
     pub fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(
-            (18..=26).contains(&self.opset),
-            "--opset {} is outside 18..=26 (the catalog follows opset 18+ signatures)",
+            (20..=26).contains(&self.opset),
+            "--opset {} is outside 20..=26 (the catalog follows opset-20 signatures)",
             self.opset
         );
         anyhow::ensure!((8..=13).contains(&self.ir_version), "--ir-version {} is outside 8..=13", self.ir_version);

@@ -33,9 +33,8 @@ pub struct RunArgs {
     /// One JSON object per (model, configuration) instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// ONNX Runtime library (default: ORT_DYLIB_PATH, then the onnxruntime wheel in .venv).
-    #[arg(long)]
-    pub ort_lib: Option<PathBuf>,
+    #[command(flatten)]
+    pub ort: super::OrtLib,
     /// Per-run time limit in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
@@ -77,7 +76,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     anyhow::ensure!(!files.is_empty(), "no .onnx files in {:?}", a.models);
     let mut spec = WorkerSpec::new(kind)?;
-    spec.ort_lib = a.ort_lib.clone();
+    spec.ort_lib = a.ort.ort_lib.clone();
     spec.timeout = Duration::from_millis(a.timeout_ms);
     spec.mem_limit_mb = Some(a.mem_mb);
     let jobs =

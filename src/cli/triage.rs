@@ -16,9 +16,8 @@ use std::time::Duration;
 /// Worker and reduction settings shared by triage and reduce.
 #[derive(Args, Debug, Clone)]
 pub struct TriageOpts {
-    /// ONNX Runtime library (default: ORT_DYLIB_PATH, then the onnxruntime wheel in .venv).
-    #[arg(long)]
-    pub ort_lib: Option<PathBuf>,
+    #[command(flatten)]
+    pub ort: super::OrtLib,
     /// Another ONNX Runtime library (repeatable): every minimized ORT bug is re-run with it, and bug.json records
     /// per version whether it reproduces (default: the campaign's).
     #[arg(long = "also-ort-lib", value_name = "PATH")]
@@ -52,7 +51,7 @@ impl TriageOpts {
         if let Some(s) = &campaign {
             self.campaign_tolerance = Some(s.tolerance);
             self.timeout_ms = self.timeout_ms.or(Some(s.timeout_ms));
-            self.ort_lib = self.ort_lib.clone().or(s.ort_lib.clone());
+            self.ort.ort_lib = self.ort.ort_lib.clone().or(s.ort_lib.clone());
             self.known = self.known.clone().or(s.known.clone());
             if self.also_ort_libs.is_empty() {
                 self.also_ort_libs = s.also_ort_libs.clone();
@@ -79,7 +78,7 @@ impl TriageOpts {
 
     pub(super) fn worker(&self, target: &str) -> anyhow::Result<Worker> {
         let mut spec = WorkerSpec::new(TargetKind::parse(target)?)?;
-        spec.ort_lib = self.ort_lib.clone();
+        spec.ort_lib = self.ort.ort_lib.clone();
         spec.timeout = Duration::from_millis(self.timeout_ms.unwrap_or(10_000));
         Worker::start(spec)
     }
@@ -150,7 +149,7 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
 fn upstream_note(bug_dir: &str) -> String {
     let path = std::path::Path::new(bug_dir).join("bug.json");
     let Some(rec) =
-        std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str::<triage::report::BugRecord>(&t).ok())
+        std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str::<triage::record::BugRecord>(&t).ok())
     else {
         return String::new();
     };

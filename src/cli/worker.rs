@@ -2,16 +2,15 @@
 
 use crate::compiler::{worker::serve, TargetKind};
 use clap::Args;
-use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 pub struct WorkerArgs {
     #[arg(long)]
     pub target: String,
-    #[arg(long)]
-    pub ort_lib: Option<PathBuf>,
+    #[command(flatten)]
+    pub ort: super::OrtLib,
 }
 
 pub fn run(a: WorkerArgs) -> anyhow::Result<()> {
-    serve(&TargetKind::parse(&a.target)?, a.ort_lib.as_deref())
+    serve(&TargetKind::parse(&a.target)?, a.ort.ort_lib.as_deref())
 }

@@ -132,6 +132,13 @@ impl Target for FaultTarget {
                     }
                 }
                 Some("exit") => std::process::exit(3),
+                // an optimizer that breaks the graph it rewrote: an error, after its passes reported firing
+                Some("error") => {
+                    let message = "fault: node 'n_7' reads value 'v_3', which nothing defines".to_string();
+                    let mut o = Outcome::failed(config, Status::Error { message }, 0.0);
+                    o.passes_fired = passes_fired.clone();
+                    return o;
+                }
                 _ => {}
             }
         }

@@ -100,7 +100,8 @@ impl Meta {
 
 /// The source key of a test's finding under its primary verdict `v` ([`signature::source_key`]: for an
 /// inconsistency of an ONNX test, the op that produces the first deviating output refines it) and its key passes:
-/// those that fired under the verdict's configuration and not under the reference (the first outcome), sorted.
+/// those that fired under the verdict's configuration and not under the reference (the first outcome), sorted; when
+/// that configuration reported none (a crash or a hang), the pass the test was built for.
 pub fn source_key(target: &str, test: &Test, outcomes: &[Outcome], v: &Verdict) -> (String, Vec<String>) {
     let reference: &[String] = outcomes.first().map(|o| o.passes_fired.as_slice()).unwrap_or_default();
     let mut passes: Vec<String> = outcomes
@@ -110,6 +111,10 @@ pub fn source_key(target: &str, test: &Test, outcomes: &[Outcome], v: &Verdict) 
         .filter(|p| !reference.contains(p))
         .cloned()
         .collect();
+    // a crash or hang ends the worker before it reports its passes: the pass the test was built for stands in
+    if passes.is_empty() {
+        passes.extend(test.target_pass.iter().cloned());
+    }
     passes.sort();
     passes.dedup();
     let producer = (v.symptom == Symptom::Inconsistency)

@@ -118,10 +118,6 @@ impl DType {
         matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64) || self.is_float()
     }
 
-    pub fn is_numeric(self) -> bool {
-        self.is_float() || self.is_int()
-    }
-
     /// Lowercase name as in numpy (`float32`, `int64`, `bool`, ...).
     pub fn name(self) -> String {
         match self {

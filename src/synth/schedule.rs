@@ -15,10 +15,13 @@
 //! POOL_LAG * stride`, which the campaign has processed before it makes `i`. So a test depends on (seed, id)
 //! alone, however the generator threads run.
 
-use super::source::POOL_LAG;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+
+/// Test `i` may use pool entries of tests `<= i - POOL_LAG * stride` only: the campaign makes `i` only after
+/// those are processed, so a test depends on (seed, id) alone, however far ahead of the workers it is made.
+pub const POOL_LAG: u64 = 256;
 
 /// `--schedule`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,6 +2,7 @@
 //! pattern synthesis and Relax-level recipes. A test is reproducible from (campaign seed, test id).
 
 use super::recipe::{Recipe, RecipeUse};
+pub use super::schedule::POOL_LAG;
 use super::schedule::{Coverage, Schedule};
 use crate::compiler::{inputs, NamedTensor};
 use crate::graph::onnx;
@@ -169,9 +170,6 @@ pub const POOL_CAP: usize = 256;
 pub const OLDER_POOL_CAP: usize = 64;
 /// The most nodes a passing test may have to join the pool (its graph's and its bodies').
 pub const POOL_MAX_NODES: usize = 64;
-/// Test `i` may use pool entries of tests `<= i - POOL_LAG * stride` only: the campaign makes `i` only after
-/// those are processed, so a test depends on (seed, id) alone, however far ahead of the workers it is made.
-pub const POOL_LAG: u64 = 256;
 
 impl SynthSource {
     /// A source over `patterns`; `stride`: every how many ids it is asked for (a shard's count).

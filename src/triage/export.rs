@@ -105,7 +105,7 @@ pub fn export(run: &Path, out: &Path, tolerance: Tolerance) -> anyhow::Result<Ex
     for bug in dirs(&run.join("bugs")) {
         let path = bug.join("bug.json");
         let Ok(text) = std::fs::read_to_string(&path) else { continue };
-        let rec: super::report::BugRecord =
+        let rec: super::record::BugRecord =
             serde_json::from_str(&text).with_context(|| format!("{}: not a bug record", path.display()))?;
         let name = format!("bug_{}", bug.file_name().unwrap_or_default().to_string_lossy());
         if !bug.join("model.onnx").exists() {

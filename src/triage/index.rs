@@ -3,7 +3,7 @@
 //! the ORT version that fixed it (when other builds were checked), linked to its directory.
 
 use super::classify::Class;
-use super::report::BugRecord;
+use super::record::BugRecord;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;

@@ -11,6 +11,7 @@ pub mod index;
 pub mod known;
 mod levels;
 mod load;
+pub mod record;
 pub mod reduce;
 mod reduce_cf;
 pub mod related;
@@ -22,6 +23,7 @@ mod templates;
 mod templates_ortx;
 mod tracker;
 pub mod upstream;
+mod words;
 
 pub use load::Finding;
 pub use reproduce::Reproducer;

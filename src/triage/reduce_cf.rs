@@ -326,7 +326,7 @@ mod tests {
 
     #[test]
     fn reports_list_the_bodies_under_their_node() {
-        let list = super::super::report::node_list(&if_case().model);
+        let list = super::super::words::node_list(&if_case().model);
         assert!(list.contains("o = If(cond)"), "{list}");
         assert!(list.contains("\n  then_branch:\n    r = Relu(a)\n    s = Sigmoid(r)\n"), "{list}");
         assert!(list.contains("\n    output t: float32[2,3]"), "{list}");

@@ -10,7 +10,7 @@
 //! finding is filed into the existing entry, whose bug.json lists every culprit set seen (`culprit_sets`).
 
 use super::classify::Class;
-use super::report::BugRecord;
+use super::record::BugRecord;
 use super::Triaged;
 use crate::finding::signature::error_kind;
 use crate::oracle::Symptom;

@@ -5,35 +5,13 @@
 //! One directory per signature: a later finding with the same signature is counted, and replaces the
 //! representative only when its minimized model is smaller.
 
+use super::record::{add_finding, files, BugRecord};
 use super::{Finding, Minimized, Reproducer, Triaged};
 use crate::compiler::{inputs, Status};
-use crate::graph::{Attr, Model};
 use crate::oracle::{Symptom, Tolerance};
 use crate::util::write_atomic;
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-
-/// bug.json: what triage found, and every finding that is this bug.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct BugRecord {
-    pub target: String,
-    pub target_version: String,
-    pub symptom: Symptom,
-    pub triage: Triaged,
-    /// The representative's source (finding directory or model file).
-    pub representative: String,
-    /// Every finding with this signature (sources).
-    pub findings: Vec<String>,
-    /// Every faulty pass set this bug was seen with (sorted sets; [`super::related`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub culprit_sets: Vec<Vec<String>>,
-    /// `known` (the upstream issue it matches, null: new), `versions` (per ORT version: `reproduces`, `no`, ...)
-    /// and `fixed_upstream`.
-    #[serde(flatten)]
-    pub upstream: super::upstream::Upstream,
-}
 
 /// Files a triaged finding under `bugs/<signature>/`; returns the directory and whether the bug is new.
 pub fn file(
@@ -57,20 +35,6 @@ pub fn file(
     write(&dir, r, t, m, tolerance, vec![source])?;
     super::related::note_culprits(&dir, t)?;
     Ok((dir, true))
-}
-
-/// Adds a finding (its source) to the entry in `dir` (its bug.json), unless it is already listed; returns the
-/// record as it now is.
-pub fn add_finding(dir: &Path, source: &str) -> anyhow::Result<BugRecord> {
-    let path = dir.join("bug.json");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut rec: BugRecord =
-        serde_json::from_str(&text).with_context(|| format!("{}: not a bug record", path.display()))?;
-    if !rec.findings.iter().any(|f| f == source) {
-        rec.findings.push(source.to_string());
-        write_atomic(&path, serde_json::to_string_pretty(&rec)?.as_bytes())?;
-    }
-    Ok(rec)
 }
 
 /// Writes a bug directory (every file atomically, bug.json last); the report's results per level are measured
@@ -133,63 +97,6 @@ pub fn write(
         upstream: m.upstream.clone(),
     };
     write_atomic(&dir.join("bug.json"), serde_json::to_string_pretty(&rec)?.as_bytes())
-}
-
-/// The names of a bug directory's minimized test (`model.onnx`, `recipe.json` when the Relax pattern is
-/// needed, `module.json` when it was reduced at Relax level) and of the finding's original test
-/// (`original.onnx`, or `original.json` for a recipe).
-pub fn files(f: &Finding, m: &Minimized) -> (&'static str, &'static str) {
-    let test = if m.relax.is_some() { "module.json" } else { crate::finding::test_file_name(m.pattern_needed) };
-    (test, if f.raw.is_some() { "original.json" } else { "original.onnx" })
-}
-
-/// The model as a node list: inputs, constants, one line per node, outputs; the bodies of If, Loop and Scan
-/// nodes indented under them.
-pub fn node_list(m: &Model) -> String {
-    let mut s = String::new();
-    graph_lines(&m.graph, "", &mut s);
-    s
-}
-
-fn graph_lines(g: &crate::graph::Graph, pad: &str, s: &mut String) {
-    let ty = |v: &str| g.types.get(v).map(|t| t.to_string()).unwrap_or_else(|| "?".into());
-    for i in g.inputs.iter().filter(|i| !g.initializers.contains_key(*i)) {
-        let _ = writeln!(s, "{pad}input  {i}: {}", ty(i));
-    }
-    for (name, t) in &g.initializers {
-        let vals = match (t.to_f64s(), t.to_i64s()) {
-            (Some(v), _) if v.len() <= 8 && t.dtype.is_float() => format!(" = {v:?}"),
-            (_, Some(v)) if v.len() <= 8 => format!(" = {v:?}"),
-            _ => String::new(),
-        };
-        let _ = writeln!(s, "{pad}const  {name}: {}{vals}", t.ty());
-    }
-    for n in g.nodes_in_order().unwrap_or_default() {
-        let attrs: Vec<String> = n.attrs.iter().map(|(k, a)| format!("{k}={}", attr(a))).collect();
-        let attrs = if attrs.is_empty() { String::new() } else { format!(" {{{}}}", attrs.join(", ")) };
-        let _ = writeln!(s, "{pad}{} = {}({}){attrs}", n.outputs.join(", "), n.op, n.inputs.join(", "));
-        for (key, body) in n.subgraphs() {
-            let _ = writeln!(s, "{pad}  {key}:");
-            graph_lines(body, &format!("{pad}    "), s);
-        }
-    }
-    for o in &g.outputs {
-        let _ = writeln!(s, "{pad}output {o}: {}", ty(o));
-    }
-}
-
-fn attr(a: &Attr) -> String {
-    match a {
-        Attr::Int(i) => i.to_string(),
-        Attr::Float(x) => x.to_string(),
-        Attr::String(b) => format!("\"{}\"", String::from_utf8_lossy(b)),
-        Attr::Ints(v) => format!("{v:?}"),
-        Attr::Floats(v) => format!("{v:?}"),
-        Attr::Tensor(t) => format!("tensor {}", t.ty()),
-        Attr::Strings(v) => format!("{} strings", v.len()),
-        Attr::Graph(g) => format!("graph '{}' ({} nodes)", g.name, g.node_count()),
-        Attr::Opaque(_) => "<graphs or other>".into(),
-    }
 }
 
 /// repro.py: the template in python/ with this bug's parameters (for TVM after oatest's Relax runner).

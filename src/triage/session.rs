@@ -2,14 +2,14 @@
 //! full (culprits, class, reduction); a later one is attached to an entry of its coarse signature when a cheap
 //! check says it is the same bug (its own model shows the symptom with only the entry's culprits on, not with
 //! any of them off, in the entry's class; the entry of its source key's first finding is checked first), and
-//! triaged in full, making a new entry, when no entry's check agrees. An error, crash or hang whose source key
-//! and key passes are those of a finding already triaged is attached to that finding's entry without a run.
+//! triaged in full, making a new entry, when no entry's check agrees. An error whose source key and key passes
+//! are those of a finding already triaged is attached to that finding's entry without a run.
 //! Every finding ends in an entry.
 
 use super::classify::Semantic;
 use super::reduce::Limits;
 use super::upstream::Labeler;
-use super::{report, triage_dir, Filed, Finding, Reproducer};
+use super::{record, triage_dir, Filed, Finding, Reproducer};
 use crate::compiler::worker::Worker;
 use crate::oracle::{Oracle, Symptom};
 use std::collections::HashMap;
@@ -70,9 +70,11 @@ impl Session {
         let mut known = self.entries.get(&coarse).cloned().unwrap_or_default();
         known.sort_by_key(|(n, _)| std::cmp::Reverse(*n));
         let both = (key.clone(), meta.key_passes.clone());
-        // an error, crash or hang of the same source key under the same key passes has the same message under
-        // the same passes: the same bug, attached without a run
-        if let Some(entry) = self.by_key_passes.get(&both).filter(|_| meta.symptom != Symptom::Inconsistency) {
+        // an error of the same source key under the same key passes has the same message under the same passes:
+        // the same bug, attached without a run (a crash or hang says only how the process ended, and reports no
+        // passes; an inconsistency's values differ)
+        let certain = meta.symptom == Symptom::Error && !meta.key_passes.is_empty();
+        if let Some(entry) = self.by_key_passes.get(&both).filter(|_| certain) {
             let entry = entry.clone();
             let filed = self.attach_certain(dir, &meta, &entry)?;
             count(self.entries.entry(coarse).or_default(), &entry);
@@ -111,11 +113,10 @@ impl Session {
         self.by_key_passes.entry(both).or_insert_with(|| entry.clone());
     }
 
-    /// Attaches a finding to `entry` without running anything: its source key and key passes are those of a
-    /// finding the entry already holds, and its symptom is not an inconsistency (so its message is that
-    /// finding's, under the same passes).
+    /// Attaches a finding to `entry` without running anything: it is an error whose source key and key passes are
+    /// those of a finding the entry already holds (so its message is that finding's, under the same passes).
     fn attach_certain(&mut self, dir: &Path, meta: &crate::finding::Meta, entry: &Filed) -> anyhow::Result<Filed> {
-        report::add_finding(Path::new(&entry.bug_dir), &dir.display().to_string())?;
+        record::add_finding(Path::new(&entry.bug_dir), &dir.display().to_string())?;
         let mut t = entry.triage.clone();
         t.method = ATTACHED.into();
         t.dd_note = Some(format!(
@@ -147,7 +148,7 @@ impl Session {
         if r.check(&case, &entry.triage.culprits).is_none() {
             return Ok(None);
         }
-        report::add_finding(Path::new(&entry.bug_dir), &r.finding.source)?;
+        record::add_finding(Path::new(&entry.bug_dir), &r.finding.source)?;
         let mut t = entry.triage.clone();
         t.method = ATTACHED.into();
         t.dd_note = Some(format!("attached to {} by a check of its culprits on this finding's model", entry.signature));

@@ -4,8 +4,9 @@
 
 use super::classify::Class;
 use super::levels::{ort_level, table, Levels};
-use super::report::node_list;
-use super::tracker::{expected_actual, faulty, recipe, reference_is_right, semantic_words, without_words, Platform};
+use super::words::{
+    expected_actual, faulty, node_list, recipe, reference_is_right, semantic_words, without_words, Platform,
+};
 use super::{Finding, Minimized, Triaged};
 use crate::compiler::Config;
 use crate::oracle::{Symptom, Tolerance};

@@ -3,9 +3,8 @@
 //! snippet that shows it with onnx and onnxruntime alone.
 
 use super::classify::Class;
-use super::report::node_list;
 use super::templates::{doing, ort_environment, responsible, results};
-use super::tracker::{faulty, reference_is_right, without_words};
+use super::words::{faulty, node_list, reference_is_right, without_words};
 use super::{Finding, Minimized, Triaged};
 use crate::compiler::{ortx, Config, Level};
 use crate::oracle::Tolerance;

@@ -111,7 +111,7 @@ impl Labeler {
         let faulty: Vec<String> = t.culprits.iter().filter(|p| !t.enablers.contains(p)).cloned().collect();
         let ops: Vec<String> =
             m.case.model.graph.nodes_in_order().unwrap_or_default().iter().map(|n| n.op.name.clone()).collect();
-        let graph = super::report::node_list(&m.case.model);
+        let graph = super::words::node_list(&m.case.model);
         let known = self.known.find(&Facts {
             target: &r.finding.target,
             symptom: r.finding.symptom,

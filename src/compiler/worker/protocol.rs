@@ -19,6 +19,8 @@ pub enum Request {
 /// The parent's view of [`Request`]: the same encoding, without copying the model and inputs.
 #[derive(Serialize)]
 pub(super) enum RequestRef<'a> {
+    /// Never sent through this view (the parent sends `Request::Hello`): it keeps `Run` at the variant index that
+    /// `Request` gives it, which is what bincode writes.
     #[allow(dead_code)]
     Hello,
     Run {

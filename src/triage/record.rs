@@ -1,0 +1,51 @@
+//! bug.json, the record of one entry (what triage found and every finding that is this bug), read and written
+//! here only, and the names of a bug directory's test files.
+
+use super::{Finding, Minimized, Triaged};
+use crate::oracle::Symptom;
+use crate::util::write_atomic;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// bug.json: what triage found, and every finding that is this bug.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BugRecord {
+    pub target: String,
+    pub target_version: String,
+    pub symptom: Symptom,
+    pub triage: Triaged,
+    /// The representative's source (finding directory or model file).
+    pub representative: String,
+    /// Every finding with this signature (sources).
+    pub findings: Vec<String>,
+    /// Every faulty pass set this bug was seen with (sorted sets; [`super::related`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub culprit_sets: Vec<Vec<String>>,
+    /// `known` (the upstream issue it matches, null: new), `versions` (per ORT version: `reproduces`, `no`, ...)
+    /// and `fixed_upstream`.
+    #[serde(flatten)]
+    pub upstream: super::upstream::Upstream,
+}
+
+/// Adds a finding (its source) to the entry in `dir` (its bug.json), unless it is already listed; returns the
+/// record as it now is.
+pub fn add_finding(dir: &Path, source: &str) -> anyhow::Result<BugRecord> {
+    let path = dir.join("bug.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut rec: BugRecord =
+        serde_json::from_str(&text).with_context(|| format!("{}: not a bug record", path.display()))?;
+    if !rec.findings.iter().any(|f| f == source) {
+        rec.findings.push(source.to_string());
+        write_atomic(&path, serde_json::to_string_pretty(&rec)?.as_bytes())?;
+    }
+    Ok(rec)
+}
+
+/// The names of a bug directory's minimized test (`model.onnx`, `recipe.json` when the Relax pattern is
+/// needed, `module.json` when it was reduced at Relax level) and of the finding's original test
+/// (`original.onnx`, or `original.json` for a recipe).
+pub fn files(f: &Finding, m: &Minimized) -> (&'static str, &'static str) {
+    let test = if m.relax.is_some() { "module.json" } else { crate::finding::test_file_name(m.pattern_needed) };
+    (test, if f.raw.is_some() { "original.json" } else { "original.onnx" })
+}

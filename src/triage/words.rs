@@ -1,0 +1,255 @@
+//! What reports say, shared by the trackers' templates (`tracker`, `templates`, `templates_ortx`) and the
+//! upstream labels: the platform, the bug in words, expected and actual results, and the model as a node list.
+
+use super::classify::Class;
+use super::levels::Levels;
+use super::{Finding, Minimized, Triaged};
+use crate::compiler::{Outcome, Status};
+use crate::graph::{Attr, Model};
+use crate::oracle::{Hints, Symptom, Tolerance};
+use std::fmt::Write as _;
+
+/// The machine a report is written on, as the trackers' templates ask for it.
+pub struct Platform {
+    /// `Linux`, `Mac`, `Windows`.
+    pub platform: String,
+    /// The distribution's PRETTY_NAME (/etc/os-release) and the kernel release (`uname -r`).
+    pub os: String,
+    /// ORT's names: `X64`, `ARM64`, ...
+    pub arch: &'static str,
+}
+
+impl Platform {
+    pub fn here() -> Platform {
+        let pretty = std::fs::read_to_string("/etc/os-release").ok().and_then(|t| {
+            t.lines().find_map(|l| l.strip_prefix("PRETTY_NAME=").map(|v| v.trim_matches('"').to_string()))
+        });
+        let uname = |flag: &str| {
+            let out = std::process::Command::new("uname").arg(flag).output().ok()?;
+            Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|s| !s.is_empty())
+        };
+        let os = match (pretty, uname("-r")) {
+            (Some(p), Some(k)) => format!("{p} (kernel {k})"),
+            (Some(p), None) => p,
+            (None, _) => uname("-sr").unwrap_or_else(|| std::env::consts::OS.to_string()),
+        };
+        let platform = match std::env::consts::OS {
+            "linux" => "Linux",
+            "macos" => "Mac",
+            "windows" => "Windows",
+            other => other,
+        };
+        let arch = match std::env::consts::ARCH {
+            "x86_64" => "X64",
+            "aarch64" => "ARM64",
+            "x86" => "X86",
+            "arm" => "ARM",
+            other => other,
+        };
+        Platform { platform: platform.to_string(), os, arch }
+    }
+}
+
+pub(super) fn target_title(f: &Finding) -> String {
+    match f.target.as_str() {
+        "ort" => format!("ONNX Runtime {}", f.target_version),
+        "tvm" => format!("TVM {}", f.target_version),
+        "ort-transformers" => format!("onnxruntime.transformers {}", f.target_version),
+        other => format!("{other} {}", f.target_version),
+    }
+}
+
+pub(super) fn outputs_preview(o: &Outcome) -> String {
+    let mut s = String::new();
+    for t in &o.outputs {
+        let vals = t.tensor.to_f64s().map(|v| {
+            let shown: Vec<String> = v.iter().take(8).map(|x| format!("{x}")).collect();
+            format!("[{}{}]", shown.join(", "), if v.len() > 8 { ", ..." } else { "" })
+        });
+        let _ = writeln!(s, "{} {}: {}", t.name, t.tensor.ty(), vals.unwrap_or_else(|| "(not numeric)".into()));
+    }
+    s
+}
+
+/// The faulty culprits (not the enablers), joined, or `unknown`.
+pub(super) fn faulty(t: &Triaged) -> String {
+    let f: Vec<&str> = t.culprits.iter().filter(|p| !t.enablers.contains(p)).map(|p| p.as_str()).collect();
+    if f.is_empty() {
+        "unknown".into()
+    } else {
+        f.join(" + ")
+    }
+}
+
+pub(super) fn what(f: &Finding, t: &Triaged) -> &'static str {
+    match (f.symptom, t.class) {
+        (Symptom::Inconsistency, Class::Reference) => "computes wrong results without optimization, right ones",
+        (Symptom::Inconsistency, Class::Precision) => "rounds differently",
+        (Symptom::Inconsistency, Class::Widened) => "skips float16 roundings",
+        (Symptom::Inconsistency, Class::Approximated) => "approximates as asked",
+        (Symptom::Inconsistency, Class::Platform) => "overflows in its fast x64 quantized kernels",
+        (Symptom::Inconsistency, Class::Nonfinite) => "differs in NaN/Inf results",
+        (Symptom::Inconsistency, Class::Undecided) => "computes different results",
+        (Symptom::Crash, _) => "crashes",
+        (Symptom::Hang, _) => "hangs",
+        (Symptom::Error, _) => "fails",
+        (Symptom::Inconsistency, _) => "computes wrong results",
+    }
+}
+
+/// What the minimized test is, for the title: `a 3-node graph (Transpose, Gemm, Transpose)`.
+pub(super) fn test_words(f: &Finding, t: &Triaged, m: &Minimized) -> String {
+    let g = &m.case.model.graph;
+    let ops: Vec<String> = g.nodes_in_order().unwrap_or_default().iter().map(|n| n.op.name.clone()).collect();
+    match recipe(f, m) {
+        Some(recipe) if m.relax.is_some() => {
+            let from = recipe["provenance"]["function"].as_str().unwrap_or("?").to_string();
+            let n = m.relax.as_ref().map_or(0, |red| red.case.summary.bindings);
+            format!("a {n}-binding Relax module (from a pattern of TVM's {from})")
+        }
+        Some(recipe) => {
+            let from = recipe["provenance"]["function"].as_str().unwrap_or("?").to_string();
+            match t.nodes {
+                0 => format!("a Relax pattern (from TVM's {from})"),
+                n => format!("a Relax pattern (from TVM's {from}) in a {n}-node graph ({})", ops.join(", ")),
+            }
+        }
+        None => format!("a {}-node graph ({})", t.nodes, ops.join(", ")),
+    }
+}
+
+/// The minimized test's recipe, when it still is one.
+pub(super) fn recipe(f: &Finding, m: &Minimized) -> Option<serde_json::Value> {
+    f.raw.as_ref().filter(|_| m.pattern_needed).map(|raw| serde_json::from_slice(raw).unwrap_or_default())
+}
+
+/// What the run with the culprits disabled shows, in words.
+pub(super) fn without_words(m: &Minimized, tolerance: Tolerance) -> Option<(bool, String)> {
+    let w = m.without.as_ref()?;
+    Some(match (&w.status, &m.reference) {
+        (Status::Ok, Some(r)) => {
+            match (crate::oracle::Oracle { tolerance }).inconsistency_with(r, w, &Hints::of(&m.case.model.graph)) {
+                None => (true, "runs and matches the unoptimized result".to_string()),
+                Some(v) => (false, format!("still differs: {}", v.detail)),
+            }
+        }
+        (Status::Ok, None) => (true, "runs".to_string()),
+        (st, _) => (false, format!("still ends in {}: {}", st.kind(), st.message())),
+    })
+}
+
+/// The semantic reference's verdict: classification's note for an inconsistency, else how onnx.reference's run
+/// of the minimized model compares with the unoptimized run.
+pub(super) fn semantic_words(
+    f: &Finding,
+    t: &Triaged,
+    levels: &Levels,
+    m: &Minimized,
+    tolerance: Tolerance,
+) -> Option<String> {
+    if f.symptom == Symptom::Inconsistency && !t.class_note.is_empty() {
+        return Some(t.class_note.clone());
+    }
+    let base = levels.runs.first().filter(|b| b.status == Status::Ok);
+    match (&levels.semantic, base) {
+        (Some(Ok(o)), Some(b)) if o.status == Status::Ok => {
+            let hints = Hints::of(&m.case.model.graph);
+            match crate::oracle::distance_with(&b.outputs, &o.outputs, tolerance, &hints) {
+                Ok(d) if !d.exceeds => Some(format!(
+                    "onnx.reference runs the model and agrees with the unoptimized run (max |diff| {:e}): the model \
+                     is valid and the unoptimized result is right",
+                    d.max
+                )),
+                Ok(d) => Some(format!("onnx.reference disagrees with the unoptimized run too ({})", d.summary())),
+                Err(e) => Some(format!("onnx.reference's outputs cannot be compared: {}", e.0)),
+            }
+        }
+        (Some(Ok(o)), _) => Some(format!("onnx.reference: {}: {}", o.status.kind(), o.status.message())),
+        (Some(Err(e)), _) => Some(format!("onnx.reference could not run: {e}")),
+        (None, _) => None,
+    }
+}
+
+/// Whether the unoptimized run is known to agree with ONNX semantics: classified so (an inconsistency of
+/// class `optimizer`), or onnx.reference's run of the minimized model within tolerance of it.
+pub(super) fn reference_is_right(f: &Finding, t: &Triaged, levels: &Levels, m: &Minimized, tol: Tolerance) -> bool {
+    if f.symptom == Symptom::Inconsistency {
+        return t.class == Class::Optimizer;
+    }
+    match (&levels.semantic, levels.runs.first()) {
+        (Some(Ok(o)), Some(b)) if o.status == Status::Ok && b.status == Status::Ok => {
+            let hints = Hints::of(&m.case.model.graph);
+            crate::oracle::distance_with(&b.outputs, &o.outputs, tol, &hints).is_ok_and(|d| !d.exceeds)
+        }
+        _ => false,
+    }
+}
+
+/// Expected vs actual: the unoptimized run's outputs, then the optimized run's outputs or failure.
+pub(super) fn expected_actual(t: &Triaged, m: &Minimized) -> String {
+    let mut s = String::new();
+    match (&m.reference, &m.shown) {
+        (Some(r), Some(o)) => {
+            let _ = writeln!(s, "Expected (unoptimized, `{}`):\n\n```\n{}```\n", r.config, outputs_preview(r));
+            if o.status == Status::Ok {
+                let _ = writeln!(s, "Actual (`{}`):\n\n```\n{}```\n", o.config, outputs_preview(o));
+            } else {
+                let _ =
+                    writeln!(s, "Actual (`{}`): {}\n\n```\n{}\n```\n", o.config, o.status.kind(), o.status.message());
+            }
+        }
+        _ => {
+            let _ = writeln!(s, "Actual: {}\n", t.detail);
+        }
+    }
+    s
+}
+
+/// The model as a node list: inputs, constants, one line per node, outputs; the bodies of If, Loop and Scan
+/// nodes indented under them.
+pub fn node_list(m: &Model) -> String {
+    let mut s = String::new();
+    graph_lines(&m.graph, "", &mut s);
+    s
+}
+
+fn graph_lines(g: &crate::graph::Graph, pad: &str, s: &mut String) {
+    let ty = |v: &str| g.types.get(v).map(|t| t.to_string()).unwrap_or_else(|| "?".into());
+    for i in g.inputs.iter().filter(|i| !g.initializers.contains_key(*i)) {
+        let _ = writeln!(s, "{pad}input  {i}: {}", ty(i));
+    }
+    for (name, t) in &g.initializers {
+        let vals = match (t.to_f64s(), t.to_i64s()) {
+            (Some(v), _) if v.len() <= 8 && t.dtype.is_float() => format!(" = {v:?}"),
+            (_, Some(v)) if v.len() <= 8 => format!(" = {v:?}"),
+            _ => String::new(),
+        };
+        let _ = writeln!(s, "{pad}const  {name}: {}{vals}", t.ty());
+    }
+    for n in g.nodes_in_order().unwrap_or_default() {
+        let attrs: Vec<String> = n.attrs.iter().map(|(k, a)| format!("{k}={}", attr(a))).collect();
+        let attrs = if attrs.is_empty() { String::new() } else { format!(" {{{}}}", attrs.join(", ")) };
+        let _ = writeln!(s, "{pad}{} = {}({}){attrs}", n.outputs.join(", "), n.op, n.inputs.join(", "));
+        for (key, body) in n.subgraphs() {
+            let _ = writeln!(s, "{pad}  {key}:");
+            graph_lines(body, &format!("{pad}    "), s);
+        }
+    }
+    for o in &g.outputs {
+        let _ = writeln!(s, "{pad}output {o}: {}", ty(o));
+    }
+}
+
+fn attr(a: &Attr) -> String {
+    match a {
+        Attr::Int(i) => i.to_string(),
+        Attr::Float(x) => x.to_string(),
+        Attr::String(b) => format!("\"{}\"", String::from_utf8_lossy(b)),
+        Attr::Ints(v) => format!("{v:?}"),
+        Attr::Floats(v) => format!("{v:?}"),
+        Attr::Tensor(t) => format!("tensor {}", t.ty()),
+        Attr::Strings(v) => format!("{} strings", v.len()),
+        Attr::Graph(g) => format!("graph '{}' ({} nodes)", g.name, g.node_count()),
+        Attr::Opaque(_) => "<graphs or other>".into(),
+    }
+}
