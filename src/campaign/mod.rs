@@ -424,12 +424,18 @@ impl Filing<'_> {
             stats.record_finding(v.symptom, &sig);
             // deduplication at the source: the first few findings of a key are written, later ones counted
             let key = finding::source_key(target, &d.test, &d.outcomes, v);
-            let new_key = !stats.keys.contains_key(&key.0);
-            if !exemplars.admit(&mut stats.keys, &key.0, &key.1, &sig, v.symptom, d.test.id, stats.elapsed_sec)? {
-                stats.findings_counted += 1;
+            let new_key = !stats.keys.contains_key(&key.key);
+            if !exemplars.admit(
+                &mut stats.keys,
+                &key.key,
+                &key.passes,
+                &sig,
+                v.symptom,
+                d.test.id,
+                stats.elapsed_sec,
+            )? {
                 return Ok(());
             }
-            stats.findings_written += 1;
             let (out, seed) = (&settings.out, settings.seed);
             let dir = finding::write(out, target, version, seed, &d.test, &d.outcomes, &d.judgement, &key)?;
             if let Some(t) = triager {

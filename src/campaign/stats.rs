@@ -100,7 +100,8 @@ pub struct Stats {
     /// counts sum to `findings_raw`.
     #[serde(default)]
     pub keys: BTreeMap<String, KeyCount>,
-    /// Of the raw findings, those written as directories (exemplars) and those only counted.
+    /// Of the raw findings, those written as directories (exemplars) and those only counted (from `keys`, at
+    /// each refresh).
     #[serde(default)]
     pub findings_written: u64,
     #[serde(default)]
@@ -234,8 +235,15 @@ impl Stats {
             if self.tests_executed > 0 { self.tests_valid as f64 / self.tests_executed as f64 } else { 0.0 };
         self.tests_per_sec = if elapsed > 0.0 { self.tests_executed as f64 / elapsed } else { 0.0 };
         self.gen_time_share = wait_share(self.worker_wait_sec, self.worker_lane_sec);
+        self.count_written();
         self.trigger_rate = (self.tests_with_target_pass > 0)
             .then(|| self.target_pass_fired as f64 / self.tests_with_target_pass as f64);
+    }
+
+    /// `findings_written` and `findings_counted`, from the keys' counts.
+    pub fn count_written(&mut self) {
+        self.findings_written = self.keys.values().map(|k| k.written).sum();
+        self.findings_counted = self.keys.values().map(|k| k.count - k.written).sum();
     }
 
     /// Adds a throughput sample (bounded: thinned to at most [`MAX_SAMPLES`] points).

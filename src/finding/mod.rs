@@ -98,11 +98,18 @@ impl Meta {
     }
 }
 
+/// A finding's source key and key passes, which decide whether it is written ([`exemplars`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceKey {
+    pub key: String,
+    pub passes: Vec<String>,
+}
+
 /// The source key of a test's finding under its primary verdict `v` ([`signature::source_key`]: for an
 /// inconsistency of an ONNX test, the op that produces the first deviating output refines it) and its key passes:
 /// those that fired under the verdict's configuration and not under the reference (the first outcome), sorted; when
 /// that configuration reported none (a crash or a hang), the pass the test was built for.
-pub fn source_key(target: &str, test: &Test, outcomes: &[Outcome], v: &Verdict) -> (String, Vec<String>) {
+pub fn source_key(target: &str, test: &Test, outcomes: &[Outcome], v: &Verdict) -> SourceKey {
     let reference: &[String] = outcomes.first().map(|o| o.passes_fired.as_slice()).unwrap_or_default();
     let mut passes: Vec<String> = outcomes
         .iter()
@@ -125,10 +132,10 @@ pub fn source_key(target: &str, test: &Test, outcomes: &[Outcome], v: &Verdict) 
             let p = m.graph.producer(out)?;
             Some(m.graph.node(p.node).op.to_string())
         });
-    (signature::source_key(target, v, producer.as_deref()), passes)
+    SourceKey { key: signature::source_key(target, v, producer.as_deref()), passes }
 }
 
-/// Writes the finding directory for a test, its source key and key passes `key`; returns its path. An existing directory (a
+/// Writes the finding directory for a test of source key `key`; returns its path. An existing directory (a
 /// resumed campaign re-running a test) is kept as it is.
 #[allow(clippy::too_many_arguments)]
 pub fn write(
@@ -139,7 +146,7 @@ pub fn write(
     test: &Test,
     outcomes: &[Outcome],
     j: &Judgement,
-    key: &(String, Vec<String>),
+    key: &SourceKey,
 ) -> anyhow::Result<PathBuf> {
     let v = signature::primary(j).expect("a finding has a verdict");
     let dir = out.join("findings").join(format!("{:08}-{}", test.id, v.symptom));
@@ -158,8 +165,8 @@ pub fn write(
             origin: test.origin.clone(),
             symptom: v.symptom,
             signature: signature::coarse(target, v),
-            key: key.0.clone(),
-            key_passes: key.1.clone(),
+            key: key.key.clone(),
+            key_passes: key.passes.clone(),
             verdicts: j.verdicts.clone(),
             test_file: test_file.to_string(),
             reproduce: format!("oatest run {test_file} --target {target} --inputs . --judge"),

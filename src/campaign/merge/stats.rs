@@ -88,8 +88,8 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             trigger_by_pass,
             signatures,
             keys,
-            findings_written,
-            findings_counted,
+            findings_written: _, // derived from keys
+            findings_counted: _,
             discovery: _, // each shard's own curve stays in its entry
             findings_triaged,
             bugs: _,
@@ -156,8 +156,6 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             (e.count, e.written) = (e.count + v.count, e.written + v.written);
             (e.first, e.last, e.first_sec) = (e.first.min(v.first), e.last.max(v.last), e.first_sec.min(v.first_sec));
         }
-        t.findings_written += findings_written;
-        t.findings_counted += findings_counted;
         t.findings_triaged += findings_triaged;
         t.findings_attached += findings_attached;
         t.findings_untriaged += findings_untriaged;
@@ -167,6 +165,7 @@ pub fn sum(parts: &[&Stats]) -> Stats {
     t.invalid_examples.sort_by_key(|l| example_id(l));
     t.invalid_examples.truncate(INVALID_EXAMPLES);
     t.findings_unique = t.signatures.len() as u64;
+    t.count_written();
     t.pass_pairs_distinct = t.pass_pairs.len() as u64;
     t.validity_rate = if t.tests_executed > 0 { t.tests_valid as f64 / t.tests_executed as f64 } else { 0.0 };
     t.tests_per_sec = rate;
