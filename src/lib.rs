@@ -7,6 +7,7 @@ macro_rules! reject {
 }
 
 pub mod campaign;
+pub mod case;
 pub mod cli;
 pub mod compiler;
 pub mod finding;
@@ -14,6 +15,7 @@ pub mod graph;
 pub mod ops;
 pub mod oracle;
 pub mod pattern;
+pub mod report;
 pub mod seedgen;
 pub mod synth;
 pub mod triage;

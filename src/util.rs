@@ -145,3 +145,55 @@ pub fn search_roots() -> Vec<std::path::PathBuf> {
 pub fn project_file(rel: &str) -> Option<std::path::PathBuf> {
     search_roots().into_iter().map(|r| r.join(rel)).find(|p| p.exists())
 }
+
+/// Progress of a long step over a known number of items: an indicatif bar (done of total, ETA) when stderr is a
+/// terminal, else a line every 10 s, so logs stay short. Shared by threads behind a `Mutex`.
+pub struct Steps {
+    bar: Option<indicatif::ProgressBar>,
+    what: String,
+    total: u64,
+    done: u64,
+    t0: std::time::Instant,
+    said: std::time::Instant,
+}
+
+impl Steps {
+    /// `what`: what the items are, e.g. `patterns checked`.
+    pub fn new(what: &str, total: u64) -> Steps {
+        use std::io::IsTerminal;
+        let bar = (std::io::stderr().is_terminal() && total > 0).then(|| {
+            let b = indicatif::ProgressBar::new(total);
+            let style = indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} ({eta} left)")
+                .expect("a valid template");
+            b.set_style(style.progress_chars("=> "));
+            b.set_message(what.to_string());
+            b
+        });
+        let now = std::time::Instant::now();
+        Steps { bar, what: what.to_string(), total, done: 0, t0: now, said: now }
+    }
+
+    /// One more item done; `note` (e.g. `(12 usable)`) follows the count.
+    pub fn inc(&mut self, note: &str) {
+        self.done += 1;
+        match &self.bar {
+            Some(b) => {
+                b.inc(1);
+                b.set_message(format!("{} {note}", self.what));
+            }
+            None if self.said.elapsed().as_secs() >= 10 && self.done < self.total => {
+                self.said = std::time::Instant::now();
+                let t = self.t0.elapsed().as_secs_f64();
+                let left = t / self.done as f64 * (self.total - self.done) as f64;
+                eprintln!("  {}: {}/{} {note} in {t:.0} s, about {left:.0} s left", self.what, self.done, self.total);
+            }
+            None => {}
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}

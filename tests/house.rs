@@ -9,12 +9,13 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["util"],
     &["graph"],
-    &["ops"],
+    &["ops", "case"],
     &["compiler", "seedgen"],
     &["oracle", "pattern"],
     &["synth"],
     &["finding"],
     &["triage"],
+    &["report"],
     &["campaign"],
     &["cli"],
 ];

@@ -257,12 +257,12 @@ fn patterns_that_fire_only_at_their_own_opset_make_tests_at_that_opset_that_fire
         for id in 0..24 {
             let Ok(t) = src.make(id) else { continue };
             made += 1;
-            let m = onnx::decode_model(&t.model).unwrap();
+            let m = onnx::decode_model(&t.payload.bytes()).unwrap();
             assert!(m.opset() < opsets.end, "{pass} test {id} is written at the pattern's opset, not {}", m.opset());
             // valid: the unoptimized run works (an optimized run may fail: edge shapes find fused-kernel refusals)
-            let o = w.run(&t.model, &t.inputs, &Config::level(Level::Disable));
+            let o = w.run(&t.payload.bytes(), &t.inputs, &Config::level(Level::Disable));
             assert_eq!(o.status, oatest::compiler::Status::Ok, "{pass} test {id} is valid: {:?}", o.status);
-            let o = w.run(&t.model, &t.inputs, &all);
+            let o = w.run(&t.payload.bytes(), &t.inputs, &all);
             fired += o.passes_fired.iter().any(|p| p == pass) as usize;
         }
         assert!(made >= min_made && fired * 2 >= made, "{fired} of {made} tests fired {pass}");
@@ -324,7 +324,7 @@ fn div_mul_and_slice_elimination_models_yield_patterns_campaigns_can_splice() {
     for id in 0..32 {
         let Ok(t) = src.make(id) else { continue };
         made += 1;
-        let o = w.run(&t.model, &t.inputs, &Config::level(Level::Disable));
+        let o = w.run(&t.payload.bytes(), &t.inputs, &Config::level(Level::Disable));
         assert_eq!(o.status, Status::Ok, "test {id} on the int64 pair is valid");
     }
     assert!(made >= 24, "{made} tests made");
@@ -366,7 +366,7 @@ fn patterns_from_transcribed_cpp_tests_and_repaired_extraction_make_tests_that_f
             // a rewrite rule is told apart from its container by disabling the others
             all.attribute_rules = true;
             all.rules_of_interest = vec![pass.to_string()];
-            fired += w.run(&t.model, &t.inputs, &all).passes_fired.iter().any(|p| p == pass) as usize;
+            fired += w.run(&t.payload.bytes(), &t.inputs, &all).passes_fired.iter().any(|p| p == pass) as usize;
         }
         assert!(made >= 12 && fired * 2 >= made, "{fired} of {made} tests fired {pass}");
     }

@@ -45,6 +45,25 @@ fn every_kind_of_worker_death_is_an_outcome_and_the_next_test_runs() {
 }
 
 #[test]
+fn a_run_whose_outputs_exceed_four_mib_is_an_error_under_every_configuration() {
+    // the fault target returns its inputs as outputs: 5 MiB of float32 in, 5 MiB out
+    let mut w = Worker::start(spec(TargetKind::Fault)).unwrap();
+    let name = inputs()[0].name.clone();
+    let big = vec![oatest::compiler::NamedTensor { name, tensor: Tensor::from_f32(&[5 << 18], &vec![1.0; 5 << 18]) }];
+    for level in [Level::Disable, Level::All] {
+        let o = w.run(&model(None), &big, &Config::level(level));
+        match &o.status {
+            Status::Error { message } => assert!(message.contains("exceed oatest's limit"), "{message}"),
+            other => panic!("{level:?}: expected an error, got {other:?}"),
+        }
+        assert!(o.outputs.is_empty());
+    }
+    // a run of ordinary size still returns its outputs
+    let o = w.run(&model(None), &inputs(), &Config::level(Level::Disable));
+    assert_eq!((o.status, o.outputs), (Status::Ok, inputs()));
+}
+
+#[test]
 fn a_worker_that_dies_while_idle_is_restarted_and_not_blamed_on_the_next_test() {
     let mut w = Worker::start(spec(TargetKind::Fault)).unwrap();
     let first = w.run(&model(Some("exit_later")), &inputs(), &Config::level(Level::Disable));

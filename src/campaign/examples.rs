@@ -1,7 +1,7 @@
 //! Passing tests kept as regression seeds: the first clean test that fires each pass, under `examples/<pass>/`.
 
+use crate::case::Test;
 use crate::compiler::{inputs, Outcome};
-use crate::synth::source::Test;
 use crate::util::write_dir_atomic as write_dir;
 use std::path::{Path, PathBuf};
 
@@ -42,7 +42,7 @@ impl Examples {
             let name: String =
                 pass.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
             write_dir(&self.dir.join(&name), |tmp| {
-                std::fs::write(tmp.join(crate::finding::test_file_name(test.is_recipe())), &test.model)?;
+                std::fs::write(tmp.join(test.payload.file_name()), test.payload.bytes())?;
                 inputs::write(tmp, "input", &test.inputs)?;
                 inputs::write(tmp, "output", &reference.outputs)?;
                 let info = serde_json::json!({

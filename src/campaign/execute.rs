@@ -1,11 +1,12 @@
 //! Executing one test: every configuration of every target in the lane's workers, judged by the oracle, with
 //! inconsistencies re-run before they are believed (`oracle::Rerun`); worker processes recycled on budgets.
 
+use crate::case::{Payload, Test};
+use crate::compiler::tvm;
 use crate::compiler::worker::Worker;
-use crate::compiler::{Config, Outcome, Status};
+use crate::compiler::{Config, Outcome};
 use crate::finding::Unconfirmed;
-use crate::oracle::{Hints, Judgement, Oracle, Rerun, Symptom, Verdict};
-use crate::synth::source::Test;
+use crate::oracle::{confirm, Hints, Judgement, Oracle, Rerun, Verdict};
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::Receiver;
@@ -91,8 +92,14 @@ impl Done {
 
     /// A placeholder for a test that could not be built (`why`): processed in order, counted as a failure.
     pub(super) fn skipped(id: u64, why: String, gen_sec: f64) -> Done {
-        let test =
-            Test { id, model: Vec::new(), inputs: Vec::new(), origin: String::new(), target_pass: None, extra: None };
+        let test = Test {
+            id,
+            payload: Payload::Onnx(Vec::new()),
+            inputs: Vec::new(),
+            origin: String::new(),
+            target_pass: None,
+            extra: None,
+        };
         Done { gen_error: Some(why), gen_sec, ..Done::new(test, false) }
     }
 }
@@ -103,12 +110,13 @@ impl Done {
 /// an unreadable model or one without such dims stays as it is.
 pub(super) fn free_dims(test: &mut Test, config: &Config) {
     let overrides = config.dim_overrides();
-    if overrides.is_empty() || test.is_recipe() {
+    let Payload::Onnx(model) = &mut test.payload else { return };
+    if overrides.is_empty() {
         return;
     }
-    let Ok(mut m) = crate::graph::onnx::decode_model(&test.model) else { return };
+    let Ok(mut m) = crate::graph::onnx::decode_model(model) else { return };
     if m.graph.free_input_dims(&overrides) > 0 {
-        test.model = crate::graph::onnx::encode_model(&m);
+        *model = crate::graph::onnx::encode_model(&m);
     }
 }
 
@@ -120,10 +128,10 @@ pub(super) fn hints(test: &Test) -> Hints {
     // hints come only from quantizing ops: a model whose bytes name none has none (no decode per test)
     let names =
         |b: &[u8]| [&b"QuantizeLinear"[..], b"QLinear", b"QGemm"].iter().any(|n| b.windows(n.len()).any(|w| w == *n));
-    let model = match crate::synth::recipe::Recipe::parse(&test.model) {
-        Some(recipe) => recipe.seed(),
-        None if !names(&test.model) => return Hints::default(),
-        None => crate::graph::onnx::decode_model(&test.model).ok(),
+    let model = match &test.payload {
+        Payload::Recipe(recipe) => recipe.seed(),
+        Payload::Onnx(b) if !names(b) => return Hints::default(),
+        Payload::Onnx(b) => crate::graph::onnx::decode_model(b).ok(),
     };
     model.map(|m| Hints::of(&m.graph)).unwrap_or_default()
 }
@@ -164,7 +172,7 @@ pub(super) fn execute(
         for (k, w) in lane.iter_mut().enumerate() {
             let mut mine = Cow::Borrowed(&configs[k]);
             // the most optimized configuration saves its graph on the tests picked for feedback
-            let save = (k == 0 && rotation.saves(all.test.id) && !all.test.is_recipe()).then(|| {
+            let save = (k == 0 && rotation.saves(all.test.id) && all.test.payload.onnx().is_some()).then(|| {
                 std::env::temp_dir().join(format!("oatest-{}-lane{index}-optimized.onnx", std::process::id()))
             });
             if let Some(path) = &save {
@@ -205,7 +213,7 @@ pub(super) fn execute(
                 let again: Vec<Outcome> = lane
                     .iter_mut()
                     .zip(&configs)
-                    .map(|(w, c)| w.run(&all.test.model, &all.test.inputs, &c[0]))
+                    .map(|(w, c)| w.run(&all.test.payload.bytes(), &all.test.inputs, &c[0]))
                     .collect();
                 let repeated = (0..2).all(|i| crate::oracle::same_outputs(&references[i], &again[i]));
                 v.config = format!("{}~{}", lane[0].info.target, lane[1].info.target);
@@ -317,9 +325,8 @@ pub fn rules_to_attribute(id: u64, target_pass: Option<&str>, c: &Config) -> Vec
     rules
 }
 
-/// One target: run the test's configurations, judge, re-confirm crashes and hangs (two more runs: the majority
-/// of three must fail the same way), and drop inconsistencies that a re-run shows to be nondeterministic (the
-/// reference itself changes) or flaky (they do not come back). What is dropped comes back with its re-runs.
+/// One target: the test's configurations, each attributing its rules ([`rules_to_attribute`]), run and judged
+/// with confirmation ([`confirm::judge`]).
 fn run_and_judge(
     w: &mut Worker,
     test: &Test,
@@ -340,97 +347,22 @@ fn run_and_judge(
             c
         })
         .collect();
-    let outcomes = w.run_configs(&test.model, &test.inputs, &configs);
-    let mut judgement = oracle.judge_with(&outcomes, hints);
+    let bytes = test.payload.bytes();
     // a Relax test built for a pass that changes results by design (ToMixedPrecision) is judged on failures only
-    if test.is_recipe() && test.target_pass.as_deref().is_some_and(crate::compiler::tvm::changes_results_by_design) {
-        judgement.verdicts.retain(|v| v.symptom != Symptom::Inconsistency);
-    }
+    let failures_only =
+        test.payload.recipe().is_some() && test.target_pass.as_deref().is_some_and(tvm::changes_results_by_design);
     // an inconsistency is judged again with every hint (precision carried by casts needs the model decoded)
-    let decoded;
-    let mut hints = hints;
-    if judgement.verdicts.iter().any(|v| v.symptom == Symptom::Inconsistency) && !test.is_recipe() {
-        decoded = crate::graph::onnx::decode_model(&test.model).map(|m| Hints::of(&m.graph)).ok();
-        if let Some(full) = decoded.as_ref().filter(|full| *full != hints) {
-            hints = full;
-            judgement = oracle.judge_with(&outcomes, hints);
-        }
-    }
-    let (mut dropped, mut reruns) = (Vec::new(), Vec::new());
-    // crashes and hangs are re-confirmed: the majority of three runs must show the same kind of failure
-    let same_kind = |v: &Verdict, o: &Outcome| match v.symptom {
-        Symptom::Crash => matches!(o.status, Status::Crash { .. } | Status::Oom { .. }),
-        Symptom::Hang => matches!(o.status, Status::Timeout { .. }),
-        _ => false,
-    };
-    let mut confirm_runs: Vec<Outcome> = Vec::new();
-    judgement.verdicts.retain(|v| {
-        if !matches!(v.symptom, Symptom::Crash | Symptom::Hang) {
-            return true;
-        }
-        let Some(c) = configs.iter().find(|c| c.to_string() == v.config) else { return true };
-        let again = w.run_configs(&test.model, &test.inputs, &[c.clone(), c.clone()]);
-        let shown = 1 + again.iter().filter(|o| same_kind(v, o)).count();
-        confirm_runs.extend(again);
-        if shown >= 2 {
-            return true;
-        }
-        dropped.push((v.clone(), Rerun::Flaky));
-        false
-    });
-    if !dropped.is_empty() {
-        reruns.extend(confirm_runs);
-    }
-    if judgement.verdicts.iter().any(|v| v.symptom == Symptom::Inconsistency) {
-        // run the reference and each inconsistent configuration again
-        let again: Vec<Config> = std::iter::once(configs[0].clone())
-            .chain(
-                judgement
-                    .verdicts
-                    .iter()
-                    .filter(|v| v.symptom == Symptom::Inconsistency)
-                    .filter_map(|v| configs.iter().find(|c| c.to_string() == v.config).cloned()),
-            )
-            .collect();
-        let rerun = w.run_configs(&test.model, &test.inputs, &again);
-        let repeated = oracle.repeats(&outcomes[0], &rerun[0]);
-        // a nondeterministic reference runs three more times: its spread, against which a deviation is weighed
-        let more =
-            if repeated { Vec::new() } else { w.run_configs(&test.model, &test.inputs, &vec![configs[0].clone(); 3]) };
-        let references: Vec<&Outcome> =
-            [&outcomes[0], &rerun[0]].into_iter().chain(more.iter()).filter(|o| o.status == Status::Ok).collect();
-        judgement.verdicts.retain_mut(|v| {
-            if v.symptom != Symptom::Inconsistency {
-                return true;
-            }
-            let again = rerun[1..].iter().find(|o| o.config.to_string() == v.config);
-            let first = outcomes.iter().find(|o| o.config.to_string() == v.config);
-            let after = oracle.after_rerun(repeated, &rerun[0], again, hints);
-            // a noisy reference does not hide a deviation far beyond its own spread
-            let spread = match (after, first.zip(again)) {
-                (Rerun::Nondeterministic, Some((a, b))) if references.len() == 5 => {
-                    oracle.beyond_spread(&references, &[a, b], hints)
-                }
-                _ => None,
-            };
-            match (after, spread) {
-                (Rerun::Stands, _) => true,
-                (_, Some(why)) => {
-                    v.detail = format!("{} ({why})", v.detail);
-                    true
-                }
-                (why, None) => {
-                    dropped.push((v.clone(), why));
-                    false
-                }
-            }
-        });
-        if dropped.iter().any(|(v, _)| v.symptom == Symptom::Inconsistency) {
-            reruns.extend(rerun);
-            reruns.extend(more);
-        }
-    }
-    (outcomes, judgement, dropped, reruns)
+    let full_hints =
+        || test.payload.onnx().and_then(|b| crate::graph::onnx::decode_model(b).ok()).map(|m| Hints::of(&m.graph));
+    let c = confirm::judge(
+        oracle,
+        &configs,
+        hints,
+        &mut |c: &[Config]| w.run_configs(&bytes, &test.inputs, c),
+        full_hints,
+        failures_only,
+    );
+    (c.outcomes, c.judgement, c.dropped, c.reruns)
 }
 
 #[cfg(test)]

@@ -119,7 +119,7 @@ pub fn run(
     let mut progress = progress::Progress::new(&settings, &stats);
     let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
     let mut reported = 0u64; // triage reports received (filed, skipped or failed) this run
-    let (mut last_save, mut last_sample) = (Instant::now(), Instant::now());
+    let (mut last_save, mut last_sample, mut last_page) = (Instant::now(), Instant::now(), Instant::now());
     let mut last_memory: Option<Instant> = None;
     loop {
         // done when the generators stopped claiming ids and every claimed id is processed
@@ -164,6 +164,10 @@ pub fn run(
             checkpoint::save(&settings, next_id, &stats)?;
             last_save = Instant::now();
         }
+        if last_page.elapsed() >= Duration::from_secs(crate::report::page::RELOAD_SEC as u64) {
+            page(&settings.out, &stats, true);
+            last_page = Instant::now();
+        }
     }
     stats.sample_memory(memory_sample(elapsed(), &shared.pids));
     account(&mut stats);
@@ -183,8 +187,17 @@ pub fn run(
     stats.sample(el);
     checkpoint::save(&settings, next_id, &stats)?;
     progress.finish();
-    progress::plots(&settings.out, &stats);
+    page(&settings.out, &stats, false);
     Ok(Summary { out: settings.out.clone(), stats, interrupted: stop.load(Ordering::Relaxed) })
+}
+
+/// The plots and the campaign page (`index.html`, which reloads itself while `live`); a page that cannot be
+/// written is reported, not fatal.
+fn page(out: &std::path::Path, stats: &Stats, live: bool) {
+    progress::plots(out, stats);
+    if let Err(e) = crate::report::page::write(out, live) {
+        eprintln!("warning: cannot write {}: {e:#}", out.join("index.html").display());
+    }
 }
 
 /// Each target's configurations (by default the reference and the most optimized one: every pass runs in the
@@ -366,7 +379,8 @@ impl Filing<'_> {
         // ORT's own optimized graph of a passing test: a second-order seed whose inputs are fusion results
         let fed = d.optimized.as_deref().filter(|_| clean).and_then(crate::synth::source::optimized_seed);
         if let Some(model) = fed {
-            source.feed_seed(&crate::synth::source::Test { model, ..d.test.clone() }, &d.fired);
+            let payload = crate::case::Payload::Onnx(model);
+            source.feed_seed(&crate::case::Test { payload, ..d.test.clone() }, &d.fired);
             stats.optimized_fed += 1;
         }
         if clean {

@@ -211,21 +211,21 @@ struct ModelTypes {
 }
 
 impl TestSource for ModelTypes {
-    fn make(&self, id: u64) -> anyhow::Result<crate::synth::source::Test> {
+    fn make(&self, id: u64) -> anyhow::Result<crate::case::Test> {
         let mut t = self.inner.make(id)?;
-        if !t.is_recipe() && !self.types.is_empty() {
-            t.model = stamp_model_type(&t.model, &self.types[(id % self.types.len() as u64) as usize])
+        if let (crate::case::Payload::Onnx(model), false) = (&mut t.payload, self.types.is_empty()) {
+            *model = stamp_model_type(model, &self.types[(id % self.types.len() as u64) as usize])
                 .map_err(|e| anyhow::anyhow!("test {id} ({}): {e}", t.origin))?;
         }
         Ok(t)
     }
-    fn feedback(&self, test: &crate::synth::source::Test, clean: bool, fired: &[String]) {
+    fn feedback(&self, test: &crate::case::Test, clean: bool, fired: &[String]) {
         self.inner.feedback(test, clean, fired)
     }
     fn rotation(&self, configs: usize) {
         self.inner.rotation(configs)
     }
-    fn feed_seed(&self, test: &crate::synth::source::Test, fired: &[String]) {
+    fn feed_seed(&self, test: &crate::case::Test, fired: &[String]) {
         self.inner.feed_seed(test, fired)
     }
 }

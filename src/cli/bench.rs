@@ -230,7 +230,7 @@ fn replay(
     dir: &std::path::Path,
 ) -> anyhow::Result<(f64, f64)> {
     let file = dir.join("tests.bin");
-    let cases: Vec<Case> = tests.iter().map(|t| (t.model.clone(), t.inputs.clone())).collect();
+    let cases: Vec<Case> = tests.iter().map(|t| (t.payload.bytes().into_owned(), t.inputs.clone())).collect();
     crate::util::write_atomic(&file, &bincode::serialize(&cases)?)?;
     let counter = dir.join("next");
     crate::util::write_atomic(&counter, &[0u8; 8])?;

@@ -307,6 +307,7 @@ fn print_summary(s: &campaign::Summary) {
         println!("    {class:<15} {n} entries in {folder}/ ({findings} findings)");
     }
     println!("  results           {}", s.out.display());
+    println!("    index.html: the campaign page (figures, plots, entries and their reports); open it in a browser");
     println!("    stats.json, discovery.svg, throughput.svg, memory.svg, passes.svg");
     println!("    findings/<test>-<symptom>/ (model.onnx or recipe.json, input_*.pb, outcome.json, meta.json): a few per source key");
     println!(

@@ -37,5 +37,7 @@ pub fn run(a: MergeArgs) -> anyhow::Result<()> {
     for s in &r.skipped {
         println!("  not yet (its shard is writing it): {s}");
     }
+    crate::report::page::write(&a.out, false)?;
+    println!("  campaign page: {}", a.out.join("index.html").display());
     Ok(())
 }

@@ -3,7 +3,6 @@
 
 use super::triage::TriageOpts;
 use crate::compiler::{inputs, Config};
-use crate::graph::onnx;
 use crate::oracle::{Hints, Oracle};
 use crate::triage::reduce::Case;
 use crate::triage::{self, Finding, Reproducer};
@@ -34,10 +33,9 @@ pub struct ReduceArgs {
 }
 
 pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
-    // an ONNX model, or a Relax synthesis recipe (tvm): then the seed graph inside it is what gets reduced
-    let file = std::fs::read(&a.model).with_context(|| format!("cannot read {}", a.model.display()))?;
-    let (model, recipe) = crate::synth::recipe::decode_test(&file, &a.model)?;
-    let raw = recipe.is_some().then_some(file);
+    // an ONNX model, or a Relax synthesis recipe (tvm, a .json file): then the seed graph inside it is reduced
+    let (payload, model) = crate::case::Payload::read(&a.model)?;
+    let recipe = payload.recipe().cloned();
     let feeds = match &a.inputs {
         Some(p) => inputs::read(p, &model.graph)?,
         None => inputs::generate(&model.graph, a.seed)
@@ -51,10 +49,12 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
         a.configs.iter().map(|c| Config::parse(c)).collect::<anyhow::Result<_>>()?
     };
     anyhow::ensure!(configs.len() >= 2, "--config: give a reference and at least one configuration to compare");
-    let bytes = raw.clone().unwrap_or_else(|| onnx::encode_model(&model));
+    let bytes = payload.bytes();
     let oracle = Oracle { tolerance: a.opts.tolerance()? };
-    let outcomes = w.run_configs(&bytes, &feeds, &configs);
-    let judgement = oracle.judge_with(&outcomes, &Hints::of(&model.graph));
+    // judged as the campaign judges: what a re-run does not confirm is no finding to reduce
+    let mut run = |c: &[Config]| w.run_configs(&bytes, &feeds, c);
+    let c = crate::oracle::confirm::judge(&oracle, &configs, &Hints::of(&model.graph), &mut run, || None, false);
+    let (outcomes, judgement) = (c.outcomes, c.judgement);
     let (target, version) = (w.info.target.clone(), w.info.version.clone());
     let source = a.model.display().to_string();
     let Some(mut finding) =
@@ -70,7 +70,7 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
             }
         );
     };
-    finding.raw = raw;
+    finding.relax = recipe.map(crate::triage::RelaxTest::Recipe);
     println!("{}: {} under {}", a.model.display(), finding.symptom, finding.config);
     let mut semantic = triage::classify::Semantic::new(false);
     let mut r = Reproducer::new(&mut w, oracle.clone(), finding, Some(&mut semantic));

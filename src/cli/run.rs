@@ -2,8 +2,7 @@
 
 use crate::compiler::worker::{Pool, WorkerSpec};
 use crate::compiler::{inputs, Config, Outcome, TargetKind};
-use crate::oracle::Hints;
-use anyhow::Context;
+use crate::oracle::{Hints, Judgement};
 use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -88,11 +87,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if !a.json {
         println!("target {} {}", info.target, info.version);
     }
-    let results = pool.map(files, |w, path| -> (PathBuf, anyhow::Result<(Vec<Outcome>, Hints)>) {
+    let oracle = crate::oracle::Oracle { tolerance: a.tolerance.tolerance()? };
+    let results = pool.map(files, |w, path| -> (PathBuf, anyhow::Result<(Vec<Outcome>, Option<Judgement>)>) {
         let r = (|| {
-            let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            // a Relax synthesis recipe (TVM findings) carries its seed graph, whose inputs it takes
-            let (model, _) = crate::synth::recipe::decode_test(&bytes, &path)?;
+            // a Relax synthesis recipe (TVM findings, a .json file) carries its seed graph, whose inputs it takes
+            let (payload, model) = crate::case::Payload::read(&path)?;
+            let bytes = payload.bytes();
             let feeds = match &a.inputs {
                 Some(p) => inputs::read(p, &model.graph)?,
                 // without inputs the model is still compiled (passes fire); running it then fails with a message
@@ -101,18 +101,24 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
                     Vec::new()
                 }),
             };
-            Ok((w.run_configs(&bytes, &feeds, &configs), Hints::of(&model.graph)))
+            let hints = Hints::of(&model.graph);
+            let mut run = |c: &[Config]| w.run_configs(&bytes, &feeds, c);
+            if !a.judge {
+                return Ok((run(&configs), None));
+            }
+            // judged as the campaign judges: crashes, hangs and inconsistencies confirmed by re-runs
+            let c = crate::oracle::confirm::judge(&oracle, &configs, &hints, &mut run, || None, false);
+            Ok((c.outcomes, Some(c.judgement)))
         })();
         (path, r)
     });
     let mut failed = 0;
-    let oracle = crate::oracle::Oracle { tolerance: a.tolerance.tolerance()? };
     for (path, r) in results {
         match r {
-            Ok((outcomes, hints)) => {
+            Ok((outcomes, judgement)) => {
                 print_outcomes(&path, &outcomes, a.json)?;
-                if a.judge {
-                    print_judgement(&path, &oracle.judge_with(&outcomes, &hints), a.json)?;
+                if let Some(j) = judgement {
+                    print_judgement(&path, &j, a.json)?;
                 }
             }
             Err(e) => {
@@ -125,7 +131,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_judgement(path: &std::path::Path, j: &crate::oracle::Judgement, json: bool) -> anyhow::Result<()> {
+fn print_judgement(path: &std::path::Path, j: &Judgement, json: bool) -> anyhow::Result<()> {
     if json {
         let v = serde_json::json!({"model": path.display().to_string(), "judgement": j});
         println!("{v}");

@@ -142,6 +142,8 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
     );
     let listed = triage::index::write(&a.run)?;
     println!("index of {listed} entries by class and culprit: {}", a.run.join("bugs/README.md").display());
+    crate::report::page::write(&a.run, false)?;
+    println!("campaign page: {}", a.run.join("index.html").display());
     Ok(())
 }
 

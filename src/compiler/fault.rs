@@ -23,28 +23,29 @@ pub struct FaultTarget {
 }
 
 impl FaultTarget {
-    /// The model's true output values (onnx.reference), or why not.
+    /// The model's true output values (onnx.reference), or the status of the failed evaluation.
     fn true_values(
         &mut self,
         model: &[u8],
         inputs: &[NamedTensor],
         config: &Config,
-    ) -> Result<Vec<NamedTensor>, String> {
+    ) -> Result<Vec<NamedTensor>, Status> {
         #[cfg(feature = "python")]
         {
             if self.semantic.is_none() {
-                self.semantic = Some(super::onnxref::OnnxRefTarget::new().map_err(|e| format!("{e:#}"))?);
+                let loaded = super::onnxref::OnnxRefTarget::new();
+                self.semantic = Some(loaded.map_err(|e| Status::Error { message: format!("{e:#}") })?);
             }
             let o = self.semantic.as_mut().expect("loaded").run(model, inputs, config);
             match o.status {
                 Status::Ok => Ok(o.outputs),
-                st => Err(st.message()),
+                st => Err(Status::Error { message: st.message() }),
             }
         }
         #[cfg(not(feature = "python"))]
         {
             let _ = (model, inputs, config);
-            Err("oatest.fault.compute = onnx needs the `python` feature".into())
+            Err(Status::Error { message: "oatest.fault.compute = onnx needs the `python` feature".into() })
         }
     }
 }
@@ -173,7 +174,7 @@ impl Target for FaultTarget {
         let values = if meta("oatest.fault.compute") == Some("onnx") {
             match self.true_values(model, inputs, config) {
                 Ok(v) => v,
-                Err(message) => return Outcome::failed(config, Status::Error { message }, 0.0),
+                Err(status) => return Outcome::failed(config, status, 0.0),
             }
         } else {
             inputs.to_vec()

@@ -20,7 +20,6 @@ pub mod tract;
 pub mod tvm;
 pub mod worker;
 
-use crate::graph::Tensor;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -187,12 +186,7 @@ impl fmt::Display for Config {
     }
 }
 
-/// A named tensor (a graph input or output value).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct NamedTensor {
-    pub name: String,
-    pub tensor: Tensor,
-}
+pub use crate::graph::NamedTensor;
 
 /// How a run ended. Derived in the worker for errors; from the wait status in the parent for the rest.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -262,8 +262,8 @@ impl Target for OrtTarget {
         let result = caught(|| self.session(model, config, log.clone()).map_err(|e| e.to_string()))
             .unwrap_or_else(|p| Err(format!("session creation failed: the ort binding panicked: {p}")))
             .and_then(|mut s| match caught(|| run_session(&mut s, inputs)) {
-                Ok(r) => r,
-                Err(p) => Err(run_panic(&mut s, inputs, &p)),
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(p) => Err(run_panic(&mut s, inputs, &p.0)),
             });
         let time_ms = start.elapsed().as_secs_f64() * 1e3;
         let PassLog { fired: mut passes_fired, ran: passes_ran } = std::mem::take(&mut *log.lock().unwrap());
@@ -294,13 +294,20 @@ impl Target for OrtTarget {
     }
 }
 
+/// A panic of the ort binding, by its message.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Panicked(String);
+
 /// `f()`, or the message of its panic.
-fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+fn caught<T>(f: impl FnOnce() -> T) -> Result<T, Panicked> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
-        p.downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default()
+        Panicked(
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default(),
+        )
     })
 }
 
@@ -314,11 +321,10 @@ fn run_panic(s: &mut Session, inputs: &[NamedTensor], panic: &str) -> String {
     }
     let names: Vec<String> = s.outputs().iter().map(|o| o.name().to_string()).collect();
     let empty = names.into_iter().find(|name| {
-        let alone = || -> Result<(), String> {
-            let opts = RunOptions::new()
-                .map_err(|e| e.to_string())?
-                .with_outputs(OutputSelector::no_default().with(name.as_str()));
-            s.run_with_options(feeds(inputs)?, &opts).map(|_| ()).map_err(|e| e.to_string())
+        let alone = || -> anyhow::Result<()> {
+            let opts = RunOptions::new()?.with_outputs(OutputSelector::no_default().with(name.as_str()));
+            s.run_with_options(feeds(inputs)?, &opts)?;
+            Ok(())
         };
         caught(alone).is_err()
     });
@@ -334,22 +340,22 @@ fn run_panic(s: &mut Session, inputs: &[NamedTensor], panic: &str) -> String {
     }
 }
 
-fn feeds(inputs: &[NamedTensor]) -> Result<Vec<(Cow<'_, str>, SessionInputValue<'static>)>, String> {
+fn feeds(inputs: &[NamedTensor]) -> anyhow::Result<Vec<(Cow<'_, str>, SessionInputValue<'static>)>> {
     let mut values: Vec<(Cow<str>, SessionInputValue)> = Vec::with_capacity(inputs.len());
     for t in inputs {
-        let v = to_ort(&t.tensor).map_err(|e| format!("input '{}': {e}", t.name))?;
+        let v = to_ort(&t.tensor).map_err(|e| anyhow::anyhow!("input '{}': {e}", t.name))?;
         values.push((Cow::Borrowed(t.name.as_str()), v.into()));
     }
     Ok(values)
 }
 
-fn run_session(s: &mut Session, inputs: &[NamedTensor]) -> Result<Vec<NamedTensor>, String> {
-    let outputs = s.run(feeds(inputs)?).map_err(|e| e.to_string())?;
+fn run_session(s: &mut Session, inputs: &[NamedTensor]) -> anyhow::Result<Vec<NamedTensor>> {
+    let outputs = s.run(feeds(inputs)?)?;
     let mut out = Vec::new();
     for (name, v) in outputs.iter() {
         out.push(NamedTensor {
             name: name.to_string(),
-            tensor: from_ort(&v).map_err(|e| format!("output '{name}': {e}"))?,
+            tensor: from_ort(&v).map_err(|e| anyhow::anyhow!("output '{name}': {e}"))?,
         });
     }
     Ok(out)

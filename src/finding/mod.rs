@@ -6,9 +6,9 @@
 pub mod exemplars;
 pub mod signature;
 
+use crate::case::Test;
 use crate::compiler::{inputs, NamedTensor, Outcome};
 use crate::oracle::{Judgement, Symptom, Verdict};
-use crate::synth::source::Test;
 use crate::util::write_dir_atomic;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -17,15 +17,6 @@ use std::path::{Path, PathBuf};
 /// The schema version this oatest writes. 1: the test was always `model.onnx` (a Relax recipe too); 2: a Relax
 /// recipe is `recipe.json`, and `meta.json` names the file.
 pub const FORMAT: u32 = 2;
-
-/// Where a test's model is in a finding (or bug) directory: an ONNX model, or a Relax synthesis recipe.
-pub fn test_file_name(is_recipe: bool) -> &'static str {
-    if is_recipe {
-        "recipe.json"
-    } else {
-        "model.onnx"
-    }
-}
 
 /// One configuration's outcome as `outcome.json` (a list of these, the reference first) and `oatest run --json`
 /// record it.
@@ -128,7 +119,7 @@ pub fn source_key(target: &str, test: &Test, outcomes: &[Outcome], v: &Verdict) 
         .then(|| signature::deviating_output(&v.detail))
         .flatten()
         .and_then(|out| {
-            let m = crate::graph::onnx::decode_model(&test.model).ok()?;
+            let m = crate::graph::onnx::decode_model(test.payload.onnx()?).ok()?;
             let p = m.graph.producer(out)?;
             Some(m.graph.node(p.node).op.to_string())
         });
@@ -150,9 +141,9 @@ pub fn write(
 ) -> anyhow::Result<PathBuf> {
     let v = signature::primary(j).expect("a finding has a verdict");
     let dir = out.join("findings").join(format!("{:08}-{}", test.id, v.symptom));
-    let test_file = test_file_name(test.is_recipe());
+    let test_file = test.payload.file_name();
     write_dir_atomic(&dir, |tmp| {
-        std::fs::write(tmp.join(test_file), &test.model)?;
+        std::fs::write(tmp.join(test_file), test.payload.bytes())?;
         inputs::write(tmp, "input", &test.inputs)?;
         let records: Vec<OutcomeRecord> = outcomes.iter().map(OutcomeRecord::new).collect();
         std::fs::write(tmp.join("outcome.json"), serde_json::to_string_pretty(&records)?)?;
@@ -182,7 +173,7 @@ pub fn write(
 pub fn write_invalid(out: &Path, test: &Test, outcomes: &[Outcome]) -> anyhow::Result<()> {
     let reason = outcomes.first().map(|o| format!("{}: {}\n", o.config, o.status.message())).unwrap_or_default();
     write_dir_atomic(&out.join("invalid").join(format!("{:08}", test.id)), |tmp| {
-        std::fs::write(tmp.join(test_file_name(test.is_recipe())), &test.model)?;
+        std::fs::write(tmp.join(test.payload.file_name()), test.payload.bytes())?;
         inputs::write(tmp, "input", &test.inputs)?;
         std::fs::write(tmp.join("reason.txt"), reason)?;
         Ok(())
@@ -225,9 +216,9 @@ pub fn write_unconfirmed(
     unconfirmed: &[Unconfirmed],
 ) -> anyhow::Result<PathBuf> {
     let dir = out.join("flaky").join(format!("{:08}", test.id));
-    let test_file = test_file_name(test.is_recipe());
+    let test_file = test.payload.file_name();
     write_dir_atomic(&dir, |tmp| {
-        std::fs::write(tmp.join(test_file), &test.model)?;
+        std::fs::write(tmp.join(test_file), test.payload.bytes())?;
         inputs::write(tmp, "input", &test.inputs)?;
         let records: Vec<OutcomeRecord> = runs.iter().map(OutcomeRecord::new).collect();
         std::fs::write(tmp.join("outcome.json"), serde_json::to_string_pretty(&records)?)?;
@@ -257,11 +248,10 @@ pub struct Loaded {
     pub meta: Meta,
     /// The reference first.
     pub outcomes: Vec<OutcomeRecord>,
-    /// What the target runs: ONNX bytes, or a recipe's JSON.
-    pub test: Vec<u8>,
+    /// What the target runs.
+    pub payload: crate::case::Payload,
     /// The test's model: the ONNX model, or the recipe's seed graph.
     pub model: crate::graph::Model,
-    pub recipe: Option<crate::synth::recipe::Recipe>,
     pub inputs: Vec<NamedTensor>,
 }
 
@@ -293,11 +283,9 @@ pub fn load_meta(dir: &Path) -> anyhow::Result<Meta> {
 pub fn load(dir: &Path) -> anyhow::Result<Loaded> {
     let meta = load_meta(dir)?;
     let outcomes: Vec<OutcomeRecord> = read_json(&dir.join("outcome.json"))?;
-    let path = dir.join(&meta.test_file);
-    let test = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let (model, recipe) = crate::synth::recipe::decode_test(&test, &path)?;
+    let (payload, model) = crate::case::Payload::read(&dir.join(&meta.test_file))?;
     let inputs = inputs::read(dir, &model.graph)?;
-    Ok(Loaded { dir: dir.to_path_buf(), meta, outcomes, test, model, recipe, inputs })
+    Ok(Loaded { dir: dir.to_path_buf(), meta, outcomes, payload, model, inputs })
 }
 
 /// Finding directories of a run, sorted; `pending_only`: those without triage.json.

@@ -14,7 +14,7 @@ pub use dtype::DType;
 pub use graph::{Graph, Model, NodeId, Outlet, Wire, DEFAULT_IR_VERSION, DEFAULT_OPSET};
 pub use node::{Attr, Attrs, Node, OpId};
 pub use prune::{prune, MS_DOMAIN};
-pub use tensor::{Tensor, TensorData};
+pub use tensor::{NamedTensor, Tensor, TensorData};
 pub use types::{Dim, TensorType, ValueType};
 pub use validate::GraphError;
 

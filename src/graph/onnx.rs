@@ -278,14 +278,23 @@ fn import_node(np: &pb::NodeProto) -> Result<Node, OnnxError> {
             node: np.name().to_string(),
             op: np.op_type().to_string(),
             attr: a.name().to_string(),
-            why,
+            why: why.0,
         })?;
         node.attrs.insert(a.name().to_string(), attr);
     }
     Ok(node)
 }
 
-fn import_attr(a: &pb::AttributeProto) -> Result<Attr, String> {
+/// Why an attribute cannot be imported (the node's error names it).
+struct BadAttr(String);
+
+impl From<&str> for BadAttr {
+    fn from(why: &str) -> BadAttr {
+        BadAttr(why.to_string())
+    }
+}
+
+fn import_attr(a: &pb::AttributeProto) -> Result<Attr, BadAttr> {
     if a.ref_attr_name.is_some() {
         return Ok(Attr::Opaque(a.encode_to_vec()));
     }
@@ -306,14 +315,14 @@ fn import_attr(a: &pb::AttributeProto) -> Result<Attr, String> {
         3 => Attr::String(a.s().to_vec()),
         4 => {
             let t = a.t.as_ref().ok_or("TENSOR attribute without a tensor")?;
-            Attr::Tensor(import_tensor(t).map_err(|e| e.to_string())?)
+            Attr::Tensor(import_tensor(t).map_err(|e| BadAttr(e.to_string()))?)
         }
         6 => Attr::Floats(a.floats.clone()),
         7 => Attr::Ints(a.ints.clone()),
         8 => Attr::Strings(a.strings.clone()),
         5 => {
             let g = a.g.as_ref().ok_or("GRAPH attribute without a graph")?;
-            Attr::Graph(Box::new(import_graph(g).map_err(|e| format!("subgraph '{}': {e}", g.name()))?))
+            Attr::Graph(Box::new(import_graph(g).map_err(|e| BadAttr(format!("subgraph '{}': {e}", g.name())))?))
         }
         _ => Attr::Opaque(a.encode_to_vec()),
     })

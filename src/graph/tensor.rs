@@ -152,3 +152,10 @@ mod tests {
         assert!(t.to_f64s().is_none());
     }
 }
+
+/// A named tensor (a graph input or output value).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct NamedTensor {
+    pub name: String,
+    pub tensor: Tensor,
+}

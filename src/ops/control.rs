@@ -2,7 +2,7 @@
 //! enclosing graphs' values. Not specs of the registry: inference recurses into each body with the types of
 //! the scope it sits in ([`super::infer_scoped`]), and the seed generator builds these nodes itself.
 
-use super::{CheckError, Fact};
+use super::{CheckError, Fact, Reject};
 use crate::graph::{DType, Dim, Graph, Node, OpId, TensorType};
 use std::collections::HashMap;
 
@@ -26,8 +26,8 @@ pub fn infer_control(
     };
     let out = match node.op.name.as_str() {
         "If" => {
-            let cond = one_fact(facts, 0).map_err(&bad)?;
-            scalar_of(cond, DType::Bool, "If's condition").map_err(&bad)?;
+            let cond = one_fact(facts, 0).map_err(|r| bad(r.0))?;
+            scalar_of(cond, DType::Bool, "If's condition").map_err(|r| bad(r.0))?;
             if facts.len() != 1 {
                 return Err(bad(format!("If takes 1 input, got {}", facts.len())));
             }
@@ -39,7 +39,7 @@ pub fn infer_control(
             if tt.len() != et.len() {
                 return Err(bad(format!("then_branch has {} outputs, else_branch {}", tt.len(), et.len())));
             }
-            tt.iter().zip(&et).map(|(a, b)| merge(a, b)).collect::<Result<Vec<_>, _>>().map_err(&bad)?
+            tt.iter().zip(&et).map(|(a, b)| merge(a, b)).collect::<Result<Vec<_>, _>>().map_err(|r| bad(r.0))?
         }
         "Loop" => loop_types(facts, body("body")?, scope, strict).map_err(|e| e.or(&bad))?,
         "Scan" => scan_types(node, facts, body("body")?, scope, strict).map_err(|e| e.or(&bad))?,
@@ -69,6 +69,12 @@ impl Fail {
 impl From<String> for Fail {
     fn from(s: String) -> Fail {
         Fail::Node(s)
+    }
+}
+
+impl From<Reject> for Fail {
+    fn from(r: Reject) -> Fail {
+        Fail::Node(r.0)
     }
 }
 
@@ -153,11 +159,11 @@ fn scan_types(
         .map(|f| f.as_ref().map(|f| f.ty.clone()).ok_or_else(|| "Scan's inputs cannot be omitted".to_string()))
         .collect::<Result<_, _>>()?;
     let n = ins.len() - s;
-    let axes = |key: &str, count: usize| -> Result<Vec<i64>, String> {
+    let axes = |key: &str, count: usize| -> Result<Vec<i64>, Reject> {
         match node.attrs.get(key) {
             None => Ok(vec![0; count]),
             Some(crate::graph::Attr::Ints(v)) if v.len() == count => Ok(v.clone()),
-            Some(_) => Err(format!("attribute '{key}' must list {count} ints")),
+            Some(_) => Err(Reject(format!("attribute '{key}' must list {count} ints"))),
         }
     };
     if body.inputs.len() != ins.len() {
@@ -220,42 +226,42 @@ fn outputs_of(body: &Graph, scope: &HashMap<String, TensorType>, strict: bool) -
         .collect()
 }
 
-fn declared_inputs(body: &Graph) -> Result<Vec<TensorType>, String> {
+fn declared_inputs(body: &Graph) -> Result<Vec<TensorType>, Reject> {
     body.inputs
         .iter()
-        .map(|i| body.tensor_type(i).ok_or_else(|| format!("body input '{i}' has no tensor type")))
+        .map(|i| body.tensor_type(i).ok_or_else(|| Reject(format!("body input '{i}' has no tensor type"))))
         .collect()
 }
 
 /// A body input declared with a type the node does not feed it.
-fn check_input(declared: &TensorType, fed: &TensorType, what: &str) -> Result<(), String> {
+fn check_input(declared: &TensorType, fed: &TensorType, what: &str) -> Result<(), Reject> {
     let same_rank = match (&declared.shape, &fed.shape) {
         (Some(a), Some(b)) => a.len() == b.len(),
         _ => true,
     };
     if declared.dtype != fed.dtype || !same_rank {
-        return Err(format!("body {what} is declared {declared} but fed {fed}"));
+        return Err(Reject(format!("body {what} is declared {declared} but fed {fed}")));
     }
     Ok(())
 }
 
-fn one_fact<'a, 'b>(facts: &'a [Option<Fact<'b>>], i: usize) -> Result<&'a Fact<'b>, String> {
-    facts.get(i).and_then(|f| f.as_ref()).ok_or_else(|| format!("input {i} is required"))
+fn one_fact<'a, 'b>(facts: &'a [Option<Fact<'b>>], i: usize) -> Result<&'a Fact<'b>, Reject> {
+    facts.get(i).and_then(|f| f.as_ref()).ok_or_else(|| Reject(format!("input {i} is required")))
 }
 
 /// A one-element tensor of `dtype` (rank 0 or all dims 1).
-fn scalar_of(f: &Fact, dtype: DType, what: &str) -> Result<(), String> {
+fn scalar_of(f: &Fact, dtype: DType, what: &str) -> Result<(), Reject> {
     if f.ty.dtype != dtype || f.ty.numel().is_some_and(|n| n != 1) {
-        return Err(format!("{what} must be one {}, got {}", dtype.name(), f.ty));
+        return Err(Reject(format!("{what} must be one {}, got {}", dtype.name(), f.ty)));
     }
     Ok(())
 }
 
 /// Two types of one value (the branches of an If, a loop-carried value before and after): the same dtype; the
 /// dims they agree on, others unknown.
-fn merge(a: &TensorType, b: &TensorType) -> Result<TensorType, String> {
+fn merge(a: &TensorType, b: &TensorType) -> Result<TensorType, Reject> {
     if a.dtype != b.dtype {
-        return Err(format!("{a} and {b} differ in dtype"));
+        return Err(Reject(format!("{a} and {b} differ in dtype")));
     }
     let shape = match (&a.shape, &b.shape) {
         (Some(x), Some(y)) if x.len() == y.len() => {
@@ -267,10 +273,10 @@ fn merge(a: &TensorType, b: &TensorType) -> Result<TensorType, String> {
 }
 
 /// The type of a scan output: the body's per-iteration type with the iteration axis inserted at `axis`.
-fn stacked(y: &TensorType, iters: Dim, axis: i64) -> Result<TensorType, String> {
+fn stacked(y: &TensorType, iters: Dim, axis: i64) -> Result<TensorType, Reject> {
     let shape = match &y.shape {
         Some(s) => {
-            let a = super::norm_axis(axis, s.len() + 1, "scan_output_axes").map_err(|r| r.0)?;
+            let a = super::norm_axis(axis, s.len() + 1, "scan_output_axes")?;
             let mut s = s.clone();
             s.insert(a, iters);
             Some(s)

@@ -166,7 +166,7 @@ pub fn infer_scoped(
     for node in g.nodes_in_order()? {
         if is_control(&node.op) {
             let invalid = |why: String| CheckError::Invalid { node: node.name.clone(), op: node.op.to_string(), why };
-            let facts = node_facts(g, node, &types).map_err(invalid)?;
+            let facts = node_facts(g, node, &types).map_err(|r| invalid(r.0))?;
             let out = infer_control(node, &facts, &types, strict)?;
             record(g, node, out, &mut types)?;
             continue;
@@ -183,7 +183,7 @@ pub fn infer_scoped(
             continue;
         };
         let invalid = |why: String| CheckError::Invalid { node: node.name.clone(), op: node.op.to_string(), why };
-        let facts = node_facts(g, node, &types).map_err(invalid)?;
+        let facts = node_facts(g, node, &types).map_err(|r| invalid(r.0))?;
         let out = infer_node(spec, &facts, &node.attrs, node.outputs.len()).map_err(|r| invalid(r.0))?;
         record(g, node, out, &mut types)?;
     }
@@ -219,14 +219,14 @@ fn node_facts<'g>(
     g: &'g Graph,
     node: &Node,
     types: &HashMap<String, TensorType>,
-) -> Result<Vec<Option<Fact<'g>>>, String> {
+) -> Result<Vec<Option<Fact<'g>>>, Reject> {
     node.inputs
         .iter()
         .map(|i| {
             if i.is_empty() {
                 return Ok(None);
             }
-            let ty = types.get(i).cloned().ok_or_else(|| format!("type of input '{i}' is unknown"))?;
+            let ty = types.get(i).cloned().ok_or_else(|| Reject(format!("type of input '{i}' is unknown")))?;
             Ok(Some(Fact { ty, value: g.initializers.get(i) }))
         })
         .collect()

@@ -2,6 +2,7 @@
 //! inconsistency. Observing (targets) and judging (here) stay apart; false-positive filters are data.
 
 mod compare;
+pub mod confirm;
 mod filters;
 mod hints;
 mod rerun;

@@ -121,13 +121,16 @@ pub fn extract_ort(cfg: &OrtExtraction) -> anyhow::Result<OrtSummary> {
     let jobs = cfg.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
     let pool = Pool::start(&spec, jobs.clamp(1, n_models.max(1)))?;
     let tmp = tempfile::tempdir()?;
+    let progress = std::sync::Mutex::new(crate::util::Steps::new("models extracted", n_models as u64));
     let results = pool.map(items, |w, (path, prov)| {
         let rel = prov.source.clone();
         let r = std::fs::read(&path)
             .with_context(|| format!("cannot read {}", path.display()))
             .and_then(|b| extract_model(w, &b, &prov, tmp.path()).with_context(|| format!("{}", path.display())));
+        progress.lock().unwrap_or_else(|e| e.into_inner()).inc("");
         (rel, r)
     });
+    progress.into_inner().unwrap_or_else(|e| e.into_inner()).finish();
     let (mut pairs, mut candidates, mut verified, mut skipped) = (0, 0, 0, 0);
     let mut library: BTreeMap<String, Pattern> = BTreeMap::new();
     let mut misses = Vec::new();

@@ -7,12 +7,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RelaxProvenance {
-    pub test: Option<String>,
-    pub file: Option<String>,
-    pub function: Option<String>,
-}
+pub use crate::case::RelaxProvenance;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RelaxPattern {
@@ -64,28 +59,37 @@ impl RelaxPattern {
     /// an optional pipeline pass must fire with the pass's default arguments (the pipeline's); a pattern of a
     /// pass outside the pipeline runs through that pass at its placement, built with the test's own arguments
     /// when they were recorded, else with its defaults.
-    pub fn target(&self, pipeline: &crate::compiler::tvm::Pipeline) -> Result<(), String> {
+    pub fn target(&self, pipeline: &crate::compiler::tvm::Pipeline) -> Result<(), Untargetable> {
         use crate::compiler::tvm::PassRole;
         if let Some(why) = pipeline.excluded.get(&self.pass) {
-            return Err(format!("excluded: {why}"));
+            return Err(Untargetable(format!("excluded: {why}")));
         }
         match pipeline.role(&self.pass) {
             PassRole::Optional if self.fires_with_default_args => Ok(()),
-            PassRole::Optional => Err("fires only with the test's own arguments; the pipeline runs the pass with its \
+            PassRole::Optional => Err(Untargetable(
+                "fires only with the test's own arguments; the pipeline runs the pass with its \
                                        defaults"
-                .into()),
-            PassRole::Required => Err("a required pass: every configuration runs it (the reference's too), so a test \
+                    .into(),
+            )),
+            PassRole::Required => Err(Untargetable(
+                "a required pass: every configuration runs it (the reference's too), so a test \
                                        cannot target it"
-                .into()),
+                    .into(),
+            )),
             PassRole::Inserted if self.pass_args.is_some() || self.fires_with_default_args => Ok(()),
-            PassRole::Inserted => Err(format!(
+            PassRole::Inserted => Err(Untargetable(format!(
                 "fires only with the test's own arguments, which were not recorded: {}",
                 self.pass_args_note.as_deref().unwrap_or("no reason recorded")
-            )),
-            PassRole::Outside => Err("not in the pipeline and without a placement".into()),
+            ))),
+            PassRole::Outside => Err(Untargetable("not in the pipeline and without a placement".into())),
         }
     }
 }
+
+/// Why a campaign cannot make tests from a pattern ([`RelaxPattern::target`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct Untargetable(pub String);
 
 /// Every Relax pattern below `dir`.
 pub fn load_relax_library(dir: &Path) -> anyhow::Result<(Vec<RelaxPattern>, Vec<String>)> {
@@ -133,7 +137,7 @@ pub fn coverage(patterns: &[RelaxPattern], pipeline: &crate::compiler::tvm::Pipe
         c.with_args += p.pass_args.is_some() as usize;
         match p.target(pipeline) {
             Ok(()) => c.targets += 1,
-            Err(why) => *c.not_targets.entry(why).or_default() += 1,
+            Err(why) => *c.not_targets.entry(why.0).or_default() += 1,
         }
     }
     by.into_values()

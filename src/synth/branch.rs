@@ -5,7 +5,7 @@
 //! outputs of the body and of the node (If: the other branch yields a constant of the same type; Loop, Scan:
 //! one more scan output).
 
-use super::SpliceInfo;
+use super::{Refused, SpliceInfo};
 use crate::graph::{Attr, Graph, Model, Node, NodeId, OpId, TensorType};
 use crate::ops::{check_graph, is_control, random_tensor, Rng};
 use crate::pattern::Pattern;
@@ -13,7 +13,7 @@ use rand::Rng as _;
 
 /// Splices `p` into one body of one control-flow node of `seed`'s graph; Err when the graph has none or the
 /// splice is impossible there.
-pub fn splice_into_body(seed: &Model, p: &Pattern, rng: &mut Rng, tag: u64) -> Result<(Model, SpliceInfo), String> {
+pub fn splice_into_body(seed: &Model, p: &Pattern, rng: &mut Rng, tag: u64) -> Result<(Model, SpliceInfo), Refused> {
     let g = &seed.graph;
     let types = check_graph(g, false).map_err(|e| format!("seed does not type-check: {e}"))?;
     let order = g.topo_order().map_err(|e| e.to_string())?;
@@ -110,10 +110,10 @@ pub fn splice_into_body(seed: &Model, p: &Pattern, rng: &mut Rng, tag: u64) -> R
 }
 
 /// Adds an output of type `t` to a branch: a constant passed through Identity.
-fn yield_constant(branch: &mut Graph, t: &TensorType, name: &str, rng: &mut Rng) -> Result<(), String> {
+fn yield_constant(branch: &mut Graph, t: &TensorType, name: &str, rng: &mut Rng) -> Result<(), Refused> {
     let dims = t.dims().ok_or_else(|| format!("output type {t} is not static"))?;
     if t.dtype.size().is_none() && t.dtype != crate::graph::DType::Str {
-        return Err(format!("no constant of type {t} for the other branch"));
+        return Err(Refused(format!("no constant of type {t} for the other branch")));
     }
     let c = format!("{name}_c");
     branch.add_initializer(&c, random_tensor(rng, t.dtype, &dims));

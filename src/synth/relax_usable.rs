@@ -83,9 +83,6 @@ struct Cache {
 
 /// How often a running check writes its cache file.
 const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
-/// How often a running check reports its progress.
-const REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
-
 impl Cache {
     fn open(pool: &crate::compiler::worker::Pool, probe_bytes: &[u8]) -> Cache {
         let runner = crate::compiler::tvm::runner_fingerprint();
@@ -127,38 +124,6 @@ impl Cache {
     }
 }
 
-/// Progress of a running check, on stderr every [`REPORT_EVERY`]: done of total, the rate and what is left.
-struct Progress {
-    what: &'static str,
-    total: usize,
-    done: usize,
-    kept: usize,
-    t0: std::time::Instant,
-    said: std::time::Instant,
-}
-
-impl Progress {
-    fn new(what: &'static str, total: usize) -> Progress {
-        let now = std::time::Instant::now();
-        Progress { what, total, done: 0, kept: 0, t0: now, said: now }
-    }
-
-    fn step(&mut self, kept: bool) {
-        self.done += 1;
-        self.kept += kept as usize;
-        if self.said.elapsed() >= REPORT_EVERY && self.done < self.total {
-            self.said = std::time::Instant::now();
-            let t = self.t0.elapsed().as_secs_f64();
-            let left = t / self.done as f64 * (self.total - self.done) as f64;
-            eprintln!(
-                "  checked {}/{} {} ({} usable) in {t:.0} s, about {left:.0} s left (verdicts are cached for later \
-                 runs)",
-                self.done, self.total, self.what, self.kept
-            );
-        }
-    }
-}
-
 /// Checks each pattern in TVM workers the way synthesis will use it, spliced into `probe` (a generated seed
 /// with its inputs): it must splice (parse, static tensor parameters, a well-formed result), the spliced
 /// module must run cleanly at the reference configuration with TIR's argument assertions on and give the
@@ -188,15 +153,21 @@ pub fn check_library(
             todo.len()
         );
     }
-    let progress = std::sync::Mutex::new(Progress::new("patterns", todo.len()));
+    let progress = std::sync::Mutex::new(crate::util::Steps::new("Relax patterns checked", todo.len() as u64));
+    let usable = std::sync::atomic::AtomicUsize::new(0);
     let (reference, all) = (Config::level(Level::Disable), Config::level(Level::All));
     let fresh = pool.map(todo, |w, mut p| {
         let key = crate::util::stable_hash(&p.script);
         let c = check_one(w, &mut p, &probe_bytes, &inputs, &reference, &all);
-        progress.lock().unwrap().step(c.verdict == Usability::Usable);
+        let n = usable.fetch_add((c.verdict == Usability::Usable) as usize, std::sync::atomic::Ordering::Relaxed);
+        progress
+            .lock()
+            .unwrap()
+            .inc(&format!("({} usable; verdicts are cached)", n + (c.verdict == Usability::Usable) as usize));
         cache.lock().unwrap().insert(key, c.clone());
         (p, c.verdict)
     });
+    progress.into_inner().unwrap().finish();
     let mut cache = cache.into_inner().unwrap();
     cache.save();
     let mut out = fresh;

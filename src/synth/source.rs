@@ -4,33 +4,13 @@
 use super::recipe::{Recipe, RecipeUse};
 pub use super::schedule::POOL_LAG;
 use super::schedule::{Coverage, Schedule};
-use crate::compiler::{inputs, NamedTensor};
+use crate::compiler::inputs;
 use crate::graph::onnx;
 use crate::seedgen::{generate, SeedConfig};
 use anyhow::Context;
 use std::path::PathBuf;
 
-/// One test: a model, its inputs, and where it came from.
-#[derive(Clone, Debug)]
-pub struct Test {
-    pub id: u64,
-    pub model: Vec<u8>,
-    pub inputs: Vec<NamedTensor>,
-    /// `seedgen` or the seed file's path.
-    pub origin: String,
-    /// The pass this test was built to trigger (synthesized tests only).
-    pub target_pass: Option<String>,
-    /// Which configuration of the campaign's rotation this test runs if its id gets an extra one (an index; the
-    /// source's choice, None: the rotation's turn). When it is fed back: the one it ran, if any.
-    pub extra: Option<usize>,
-}
-
-impl Test {
-    /// Whether `model` holds a Relax recipe (TVM synthesis) rather than an ONNX model.
-    pub fn is_recipe(&self) -> bool {
-        Recipe::parse(&self.model).is_some()
-    }
-}
+pub use crate::case::{Payload, Test};
 
 /// Makes test `id` of a campaign; the same id always gives the same test. Shared by the campaign's generator
 /// threads: `make` may be called for several ids at once, in any order, but for an id `i` only after every
@@ -40,7 +20,7 @@ pub trait TestSource: Send + Sync {
     /// Told, in test-id order, how each test ended (`clean`: valid and no finding) and the passes it fired.
     fn feedback(&self, _test: &Test, _clean: bool, _fired: &[String]) {}
     /// Told, right after the `feedback` of a passing test, a second-order seed made from it (ORT's optimized
-    /// graph of the test, in `test.model`); `fired`: what the test fired.
+    /// graph of the test, in `test.payload`); `fired`: what the test fired.
     fn feed_seed(&self, _test: &Test, _fired: &[String]) {}
     /// Told, before the first test, how many configurations the campaign's rotation has (`Test::extra` indexes
     /// them).
@@ -57,7 +37,14 @@ impl TestSource for SeedgenSource {
     fn make(&self, id: u64) -> anyhow::Result<Test> {
         let m = generate(self.seed, id, &self.cfg);
         let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))?;
-        Ok(Test { id, model: onnx::encode_model(&m), inputs, origin: "seedgen".into(), target_pass: None, extra: None })
+        Ok(Test {
+            id,
+            payload: Payload::Onnx(onnx::encode_model(&m)),
+            inputs,
+            origin: "seedgen".into(),
+            target_pass: None,
+            extra: None,
+        })
     }
 }
 
@@ -93,7 +80,14 @@ impl TestSource for DirSource {
         let m = onnx::decode_model(&bytes).with_context(|| format!("{}: cannot import ONNX model", path.display()))?;
         let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))
             .with_context(|| format!("{}: cannot generate inputs", path.display()))?;
-        Ok(Test { id, model: bytes, inputs, origin: path.display().to_string(), target_pass: None, extra: None })
+        Ok(Test {
+            id,
+            payload: Payload::Onnx(bytes),
+            inputs,
+            origin: path.display().to_string(),
+            target_pass: None,
+            extra: None,
+        })
     }
 }
 
@@ -250,7 +244,7 @@ impl TestSource for SynthSource {
                     let origin = format!("synth:{}", p.file_name().display());
                     return Ok(Test {
                         id,
-                        model: onnx::encode_model(&m),
+                        payload: Payload::Onnx(onnx::encode_model(&m)),
                         inputs,
                         origin,
                         target_pass: Some(p.meta.pass.clone()),
@@ -262,7 +256,7 @@ impl TestSource for SynthSource {
                         ),
                     });
                 }
-                Err(e) => last = e,
+                Err(e) => last = e.0,
             }
         }
         anyhow::bail!("synthesis failed 6 times (last: {last})")
@@ -292,7 +286,7 @@ impl SynthSource {
         if test.target_pass.is_none() {
             return;
         }
-        let Ok(m) = onnx::decode_model(&test.model) else { return };
+        let Some(Ok(m)) = test.payload.onnx().map(onnx::decode_model) else { return };
         // a test whose inputs have symbolic dims (freed for a free-dimension override) is no base: splicing wants
         // fixed dims; nor is one past POOL_MAX_NODES, its bodies' nodes counted (chains of splices would grow
         // without end, into bodies too, and ORT's session creation, most of a test's time, with them); one written
@@ -390,7 +384,7 @@ impl TestSource for RelaxSynthSource {
                 origin += &format!(" in host {}", host.provenance.test.as_deref().unwrap_or("?"));
             }
         }
-        let model = recipe.to_bytes();
-        Ok(Test { id, model, inputs, origin, target_pass: Some(p.pass.clone()), extra: None })
+        let payload = Payload::Recipe(Box::new(recipe));
+        Ok(Test { id, payload, inputs, origin, target_pass: Some(p.pass.clone()), extra: None })
     }
 }

@@ -3,7 +3,10 @@
 
 use super::bridges::plan;
 use super::*;
-use crate::graph::{DType, Node, OpId};
+use crate::case::Payload;
+use crate::graph::{DType, Graph, Model, Node, OpId, TensorType};
+use crate::ops::{check_graph, Rng};
+use crate::pattern::Pattern;
 use crate::pattern::{abstract_type, Granularity, PatternMeta, Port, Provenance};
 use rand::SeedableRng;
 
@@ -178,15 +181,15 @@ fn synthesized_tests_do_not_depend_on_when_earlier_tests_were_fed_back() {
     let pats = vec![pattern(t(DType::F32, &[2, 3])), pattern(t(DType::F32, &[4]))];
     let n = 2 * POOL_LAG + POOL_CAP as u64 + 40;
     let eager = SynthSource::new(7, cfg.clone(), pats.clone(), Schedule::Coverage, 1);
-    let a: Vec<Option<Vec<u8>>> = (0..n)
+    let a: Vec<Option<Payload>> = (0..n)
         .map(|id| {
             let t = eager.make(id).ok()?;
             eager.feedback(&t, true, &fired(id));
-            Some(t.model)
+            Some(t.payload)
         })
         .collect();
     let lazy = SynthSource::new(7, cfg.clone(), pats.clone(), Schedule::Coverage, 1);
-    let mut made: Vec<Option<crate::synth::source::Test>> = Vec::new();
+    let mut made: Vec<Option<crate::case::Test>> = Vec::new();
     for id in 0..n {
         for t in made.iter().skip((id.saturating_sub(POOL_LAG)) as usize).take(1).flatten() {
             if t.id + POOL_LAG <= id {
@@ -195,12 +198,12 @@ fn synthesized_tests_do_not_depend_on_when_earlier_tests_were_fed_back() {
         }
         made.push(lazy.make(id).ok());
     }
-    let b: Vec<Option<Vec<u8>>> = made.into_iter().map(|t| t.map(|t| t.model)).collect();
+    let b: Vec<Option<Payload>> = made.into_iter().map(|t| t.map(|t| t.payload)).collect();
     assert!(a.iter().filter(|m| m.is_some()).count() as u64 > n / 2, "most syntheses succeed");
     assert_eq!(a, b, "the same tests whenever the feedback came");
     // the pool mattered: without feedback, later tests differ
     let none = SynthSource::new(7, cfg, pats, Schedule::Coverage, 1);
-    let differ = (POOL_LAG..n).filter(|&id| none.make(id).ok().map(|t| t.model) != a[id as usize]).count();
+    let differ = (POOL_LAG..n).filter(|&id| none.make(id).ok().map(|t| t.payload) != a[id as usize]).count();
     assert!(differ > 0, "tests drew from the pool");
 }
 
@@ -245,7 +248,7 @@ fn patterns_at_the_seeds_opset_meet_older_opset_patterns_in_tests_written_there(
     for id in 0..3 * POOL_LAG {
         let Ok(test) = src.make(id) else { continue };
         made += 1;
-        let m = crate::graph::onnx::decode_model(&test.model).unwrap();
+        let m = crate::graph::onnx::decode_model(test.payload.onnx().unwrap()).unwrap();
         let pass = test.target_pass.clone().unwrap();
         if pass == "Old" {
             assert_eq!(m.opset(), 11, "an own-opset pattern's test is written at its opset");
@@ -288,7 +291,7 @@ fn two_sources_made_alike_make_the_same_tests() {
     let mut same = 0;
     for id in 0..3 * POOL_LAG {
         let (Ok(x), Ok(y)) = (a.make(id), b.make(id)) else { continue };
-        assert!(x.model == y.model, "test {id} differs between two sources made alike");
+        assert!(x.payload == y.payload, "test {id} differs between two sources made alike");
         let fired = [x.target_pass.clone().unwrap()];
         a.feedback(&x, true, &fired);
         b.feedback(&y, true, &fired);

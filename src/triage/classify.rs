@@ -137,6 +137,22 @@ pub fn has_quantized_ops(model: &crate::graph::Model) -> bool {
     model.graph.nodes_in_order().is_ok_and(|nodes| nodes.iter().any(|n| quantized(&n.op.name)))
 }
 
+/// Why the semantic reference gave no outputs for a model.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum NoReference {
+    /// This triage has none, or the test has no ONNX model to ask it about.
+    #[error("{0}")]
+    NotAsked(String),
+    /// It could not start earlier.
+    #[error("the semantic reference is not available: {0}")]
+    Unavailable(String),
+    #[error("the semantic reference could not start: {0}")]
+    NotStarted(String),
+    /// It ran and failed on this model (a missing kernel, an error, a crash).
+    #[error("{kind}: {message}")]
+    Failed { kind: String, message: String },
+}
+
 /// The semantic reference's worker, started on first use and kept (importing onnx takes a while).
 pub struct Semantic {
     spec: Option<WorkerSpec>,
@@ -165,13 +181,13 @@ impl Semantic {
     }
 
     /// The reference's outputs for `model` (ONNX bytes), or why there are none.
-    pub fn run(&mut self, model: &[u8], feeds: &[NamedTensor]) -> Result<Outcome, String> {
+    pub fn run(&mut self, model: &[u8], feeds: &[NamedTensor]) -> Result<Outcome, NoReference> {
         self.evaluate(model, feeds, false)
     }
 
     /// The outputs of `model` evaluated with every 16-bit float widened to float32 (the outputs rounded to their
     /// declared types at the end): what a compiler computes that skips the intermediate 16-bit roundings.
-    pub fn run_widened(&mut self, model: &[u8], feeds: &[NamedTensor]) -> Result<Outcome, String> {
+    pub fn run_widened(&mut self, model: &[u8], feeds: &[NamedTensor]) -> Result<Outcome, NoReference> {
         self.evaluate(model, feeds, true)
     }
 
@@ -181,20 +197,25 @@ impl Semantic {
         model: &[u8],
         feeds: &[NamedTensor],
         names: &[String],
-    ) -> Result<Outcome, String> {
+    ) -> Result<Outcome, NoReference> {
         let pseudo: Vec<String> = names.iter().map(|n| format!("{}{n}", crate::compiler::APPROXIMATE)).collect();
         self.evaluate_with(model, feeds, &pseudo)
     }
 
-    fn evaluate(&mut self, model: &[u8], feeds: &[NamedTensor], widened: bool) -> Result<Outcome, String> {
+    fn evaluate(&mut self, model: &[u8], feeds: &[NamedTensor], widened: bool) -> Result<Outcome, NoReference> {
         let pseudo = if widened { vec![crate::compiler::HALF_ROUNDING.to_string()] } else { Vec::new() };
         self.evaluate_with(model, feeds, &pseudo)
     }
 
     /// Evaluates `model` with the reference's pseudo-passes `pseudo` disabled.
-    fn evaluate_with(&mut self, model: &[u8], feeds: &[NamedTensor], pseudo: &[String]) -> Result<Outcome, String> {
+    fn evaluate_with(
+        &mut self,
+        model: &[u8],
+        feeds: &[NamedTensor],
+        pseudo: &[String],
+    ) -> Result<Outcome, NoReference> {
         if let Some(why) = &self.broken {
-            return Err(format!("the semantic reference is not available: {why}"));
+            return Err(NoReference::Unavailable(why.clone()));
         }
         if self.worker.is_none() {
             let spec = self.spec.clone().expect("a reference that is not broken has a spec");
@@ -202,7 +223,7 @@ impl Semantic {
                 Ok(w) => self.worker = Some(w),
                 Err(e) => {
                     self.broken = Some(format!("{e:#}"));
-                    return Err(format!("the semantic reference could not start: {e:#}"));
+                    return Err(NoReference::NotStarted(format!("{e:#}")));
                 }
             }
         }
@@ -212,7 +233,7 @@ impl Semantic {
         let o = w.run(model, feeds, &config);
         match &o.status {
             Status::Ok => Ok(o),
-            st => Err(format!("{}: {}", st.kind(), st.message())),
+            st => Err(NoReference::Failed { kind: st.kind().to_string(), message: st.message() }),
         }
     }
 }
@@ -231,7 +252,7 @@ pub fn classify(
     hints: &Hints,
     unoptimized: &Outcome,
     optimized: &Outcome,
-    semantic: Result<&Outcome, &str>,
+    semantic: Result<&Outcome, &NoReference>,
 ) -> Classified {
     let semantic = match semantic {
         Ok(s) => s,
@@ -481,7 +502,10 @@ mod tests {
         assert_eq!(class(&truth, &off), Class::Optimizer);
         assert_eq!(class(&off, &truth), Class::Reference);
         assert_eq!(class(&off, &run(out(&[2], &[1.0, 1.5]))), Class::Undecided);
-        assert_eq!(classify(&oracle, &h, &truth, &off, Err("no onnx")).class, Class::Undecided);
+        assert_eq!(
+            classify(&oracle, &h, &truth, &off, Err(&NoReference::NotAsked("no onnx".into()))).class,
+            Class::Undecided
+        );
         let nan = run(out(&[2], &[f32::NAN, 2.0]));
         let inf = run(out(&[2], &[f32::INFINITY, 2.0]));
         assert_eq!(classify(&oracle, &h, &nan, &inf, Ok(&nan)).class, Class::Nonfinite);

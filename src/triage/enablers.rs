@@ -23,7 +23,7 @@ impl Reproducer<'_> {
     /// that cannot save its graph, or when no culprit is an enabler, all are faulty; at least one stays faulty.
     pub fn split_enablers(&mut self, case: &Case, culprits: &[String]) -> Split {
         let all = Split { faulty: culprits.to_vec(), enablers: Vec::new(), runs: 0 };
-        if culprits.len() < 2 || self.finding.target != "ort" || self.finding.raw.is_some() {
+        if culprits.len() < 2 || self.finding.target != "ort" || self.finding.relax.is_some() {
             return all;
         }
         let before = self.runs;

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 pub struct Levels {
     pub runs: Vec<Outcome>,
     /// onnx.reference on the minimized model (None: not asked, e.g. a Relax recipe or no reference at hand).
-    pub semantic: Option<Result<Outcome, String>>,
+    pub semantic: Option<Result<Outcome, super::classify::NoReference>>,
 }
 
 /// The levels a target's reports show: ORT's four (and TVM's pipeline levels), else the target's defaults.
@@ -131,7 +131,7 @@ pub fn table(target: &str, levels: &Levels, without: Option<&Outcome>, m: &Minim
             );
         }
         Some(Err(e)) => {
-            let why: String = e.chars().take(140).collect();
+            let why: String = e.to_string().chars().take(140).collect();
             let _ = writeln!(s, "| onnx.reference (ONNX semantics) | not run: {} | - |", why.replace('|', "\\|"));
         }
         None => {}

@@ -2,11 +2,13 @@
 //! (`oatest reduce`); what the target is given for a candidate case.
 
 use super::reduce::Case;
+use crate::case::Recipe;
 use crate::compiler::{Config, Outcome};
 use crate::graph::onnx;
 use crate::oracle::Symptom;
-use crate::synth::recipe::Recipe;
 use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// A finding to triage: the model, its inputs, and what it showed where.
@@ -26,21 +28,48 @@ pub struct Finding {
     pub case: Case,
     /// Where it came from (a campaign's finding directory, or a model file).
     pub source: String,
-    /// The bytes the target runs when they are not the ONNX encoding of `case.model`: a Relax synthesis
-    /// recipe (TVM), whose `case.model` is the seed graph. Reduction then reduces the seed graph inside the
-    /// recipe (the Relax pattern is kept whole).
-    pub raw: Option<Vec<u8>>,
+    /// A Relax-level test (TVM), whose `case.model` is the seed graph: what the target runs is the recipe with
+    /// it. Reduction then reduces the seed graph inside the recipe (the Relax pattern is kept whole).
+    pub relax: Option<RelaxTest>,
+}
+
+/// What a Relax-level finding runs: the campaign's recipe, or (while a Relax-level reduction checks a
+/// candidate) a module test.
+#[derive(Clone, Debug)]
+pub enum RelaxTest {
+    Recipe(Recipe),
+    Module(ModuleTest),
+}
+
+/// A Relax module test (`kind` "oatest-relax-module", what the runner recognizes): the module's TVMScript, the pass the test inserts (with its arguments) and, for oatest's
+/// own tests, the seed's fault metadata. main's parameters are its inputs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModuleTest {
+    pub kind: String,
+    pub script: String,
+    #[serde(default)]
+    pub pass: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_args: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fault: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<serde_json::Value>,
+}
+
+impl ModuleTest {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a module test serializes")
+    }
 }
 
 impl Finding {
     /// What the target is given for `case`: its ONNX encoding, or the finding's recipe with `case.model` as
     /// the seed graph.
     pub fn bytes(&self, case: &Case) -> Vec<u8> {
-        match &self.raw {
-            Some(b) => match Recipe::parse(b) {
-                Some(r) => r.with_seed(&onnx::encode_model(&case.model)).to_bytes(),
-                None => b.clone(),
-            },
+        match &self.relax {
+            Some(RelaxTest::Recipe(r)) => r.with_seed(&onnx::encode_model(&case.model)).to_bytes(),
+            Some(RelaxTest::Module(m)) => m.to_bytes(),
             None => onnx::encode_model(&case.model),
         }
     }
@@ -76,7 +105,7 @@ impl Finding {
             Symptom::Inconsistency => verdict.detail.clone(),
             _ => f.outcome(&verdict.config).map(|r| r.message.clone()).unwrap_or_default(),
         };
-        let raw = f.recipe.is_some().then(|| f.test.clone());
+        let relax = f.payload.recipe().cloned().map(RelaxTest::Recipe);
         Ok(Some(Finding {
             target: f.meta.target.clone(),
             target_version: f.meta.target_version.clone(),
@@ -87,7 +116,7 @@ impl Finding {
             message,
             case: Case { model: f.model, feeds: f.inputs },
             source: dir.display().to_string(),
-            raw,
+            relax,
         }))
     }
 }
@@ -118,7 +147,7 @@ impl Finding {
             message,
             case,
             source: source.to_string(),
-            raw: None,
+            relax: None,
         }))
     }
 }

@@ -25,7 +25,7 @@ mod tracker;
 pub mod upstream;
 mod words;
 
-pub use load::Finding;
+pub use load::{Finding, RelaxTest};
 pub use reproduce::Reproducer;
 
 use crate::compiler::worker::Worker;
@@ -137,14 +137,14 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     }
     // a Relax-level test whose minimized seed graph shows the bug on its own does not need its pattern: the bug
     // is then filed as that plain model (the finding's recipe stays the original)
-    let mut pattern_needed = r.finding.raw.is_some();
+    let mut pattern_needed = r.finding.relax.is_some();
     if confirmed && pattern_needed {
-        let raw = r.finding.raw.take();
+        let raw = r.finding.relax.take();
         checks += 1;
         if let Some(runs) = r.check(&case, &culprits) {
             (last, pattern_needed) = (Some(runs), false);
         }
-        r.finding.raw = raw;
+        r.finding.relax = raw;
     }
     // a Relax-level test that needs its pattern is reduced inside the module too: a module test of its own
     let mut relaxed = None;
@@ -256,7 +256,7 @@ fn class_of(
             );
             return (Class::Reference, why);
         }
-        if r.finding.raw.is_none() {
+        if r.finding.relax.is_none() {
             if let Some(why) = classify::contract_violation(&case.model, &plain) {
                 return (Class::Undecided, why);
             }
@@ -345,7 +345,7 @@ mod tests {
             message: String::new(),
             case: Case { model: Model::new(Graph::new("g")), feeds: vec![] },
             source: String::new(),
-            raw: None,
+            relax: None,
         }
     }
 

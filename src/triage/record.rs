@@ -46,6 +46,14 @@ pub fn add_finding(dir: &Path, source: &str) -> anyhow::Result<BugRecord> {
 /// needed, `module.json` when it was reduced at Relax level) and of the finding's original test
 /// (`original.onnx`, or `original.json` for a recipe).
 pub fn files(f: &Finding, m: &Minimized) -> (&'static str, &'static str) {
-    let test = if m.relax.is_some() { "module.json" } else { crate::finding::test_file_name(m.pattern_needed) };
-    (test, if f.raw.is_some() { "original.json" } else { "original.onnx" })
+    let test = if m.relax.is_some() {
+        "module.json"
+    } else {
+        if m.pattern_needed {
+            crate::case::RECIPE_FILE
+        } else {
+            crate::case::ONNX_FILE
+        }
+    };
+    (test, if f.relax.is_some() { "original.json" } else { "original.onnx" })
 }

@@ -7,43 +7,13 @@ use super::Reproducer;
 use crate::compiler::{NamedTensor, Outcome, Status};
 use crate::graph::{DType, TensorType};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::time::Instant;
 
-/// The `kind` of a module test (what the runner recognizes).
-pub const MODULE_KIND: &str = "oatest-relax-module";
 /// The `kind` of a request to the runner's reduction tool.
 pub const TOOL_KIND: &str = "oatest-relax-tool";
 
-/// A Relax module test: the module's TVMScript, the pass the test inserts (with its arguments) and, for oatest's
-/// own tests, the seed's fault metadata. main's parameters are its inputs.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ModuleTest {
-    pub kind: String,
-    pub script: String,
-    #[serde(default)]
-    pub pass: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pass_args: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub fault: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provenance: Option<serde_json::Value>,
-}
-
-impl ModuleTest {
-    /// The module test in `bytes`; `None` when they are not one.
-    pub fn parse(bytes: &[u8]) -> Option<ModuleTest> {
-        if bytes.first() != Some(&b'{') {
-            return None;
-        }
-        serde_json::from_slice::<ModuleTest>(bytes).ok().filter(|t| t.kind == MODULE_KIND)
-    }
-
-    pub fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("a module test serializes")
-    }
-}
+pub use super::load::ModuleTest;
 
 /// A static tensor type as the runner writes it: (dtype, dims).
 pub type StaticType = Option<(String, Vec<i64>)>;
@@ -252,10 +222,10 @@ pub fn module_case(r: &mut Reproducer, case: &Case) -> Option<RelaxCase> {
 
 /// Whether the finding's culprits still show its symptom on a module test ([`Reproducer::check`]).
 pub fn check(r: &mut Reproducer, c: &RelaxCase, culprits: &[String]) -> Option<(Outcome, Outcome)> {
-    let raw = r.finding.raw.replace(c.test.to_bytes());
+    let raw = r.finding.relax.replace(super::load::RelaxTest::Module(c.test.clone()));
     let case = Case { model: r.finding.case.model.clone(), feeds: c.feeds.clone() };
     let out = r.check(&case, culprits);
-    r.finding.raw = raw;
+    r.finding.relax = raw;
     out
 }
 

@@ -1,7 +1,7 @@
 //! Reproducing a finding: runs under chosen pass sets, recognizing its symptom in a run, delta debugging of
 //! its fired passes, and the check every reduction candidate must pass.
 
-use super::classify::{self, Class, Classified, Semantic};
+use super::classify::{self, Class, Classified, NoReference, Semantic};
 use super::conditioning;
 use super::dd::{self, Culprits, Probe};
 use super::load::Finding;
@@ -46,14 +46,15 @@ impl<'w> Reproducer<'w> {
     /// The class of an inconsistency of `case` between its `unoptimized` and `optimized` runs: what the
     /// semantic reference says about each side. A Relax recipe has no ONNX model to ask it about.
     pub fn classify_case(&mut self, case: &Case, unoptimized: &Outcome, optimized: &Outcome) -> Classified {
-        let semantic = match (&mut self.semantic, &self.finding.raw) {
-            (None, _) => Err("no semantic reference in this triage".to_string()),
-            (Some(_), Some(_)) => Err("a Relax-level test (a recipe) has no ONNX model for onnx.reference".into()),
+        let semantic = match (&mut self.semantic, &self.finding.relax) {
+            (None, _) => Err(NoReference::NotAsked("no semantic reference in this triage".into())),
+            (Some(_), Some(_)) => {
+                Err(NoReference::NotAsked("a Relax-level test (a recipe) has no ONNX model for onnx.reference".into()))
+            }
             (Some(s), None) => s.run(&onnx::encode_model(&case.model), &case.feeds),
         };
         let hints = self.hints();
-        let c =
-            classify::classify(&self.oracle, &hints, unoptimized, optimized, semantic.as_ref().map_err(|e| e.as_str()));
+        let c = classify::classify(&self.oracle, &hints, unoptimized, optimized, semantic.as_ref());
         // a wrong optimized float16 result may be a skipped rounding: compare it with the model computed in float32
         let c = match (&semantic, self.semantic.as_mut()) {
             (Ok(truth), Some(s)) if c.class == Class::Optimizer && classify::has_half_floats(&case.model) => {
@@ -320,7 +321,7 @@ impl<'w> Reproducer<'w> {
 
     /// Whether the unoptimized run of an ONNX case contradicts the model's declared outputs.
     pub fn breaks_contract(&self, case: &Case, reference: &Outcome) -> bool {
-        self.finding.raw.is_none() && classify::contract_violation(&case.model, reference).is_some()
+        self.finding.relax.is_none() && classify::contract_violation(&case.model, reference).is_some()
     }
 
     /// The reference value of every typed intermediate value of a case (one run with all of them exposed).

@@ -120,7 +120,10 @@ pub(super) fn test_words(f: &Finding, t: &Triaged, m: &Minimized) -> String {
 
 /// The minimized test's recipe, when it still is one.
 pub(super) fn recipe(f: &Finding, m: &Minimized) -> Option<serde_json::Value> {
-    f.raw.as_ref().filter(|_| m.pattern_needed).map(|raw| serde_json::from_slice(raw).unwrap_or_default())
+    match &f.relax {
+        Some(super::load::RelaxTest::Recipe(r)) if m.pattern_needed => serde_json::to_value(r).ok(),
+        _ => None,
+    }
 }
 
 /// What the run with the culprits disabled shows, in words.

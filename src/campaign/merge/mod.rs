@@ -102,12 +102,18 @@ pub fn merge(runs: &[PathBuf], out: &Path) -> anyhow::Result<Report> {
 
     let mut report = Report::default();
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let mut progress = crate::util::Steps::new("merge steps done", TEST_DIRS.len() as u64 + 3);
     for folder in TEST_DIRS {
         merge_test_dirs(&inputs, out, folder, &mut report)?;
+        progress.inc(folder);
     }
     merge_counted(&inputs, out)?;
+    progress.inc("counted findings");
     merge_examples(&inputs, out, &mut report)?;
+    progress.inc("examples");
     bugs::merge(&inputs, out, &mut report)?;
+    progress.inc("entries");
+    progress.finish();
 
     let parts: Vec<&Stats> = inputs.iter().map(|i| &i.stats).collect();
     let mut total = stats::sum(&parts);

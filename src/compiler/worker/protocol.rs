@@ -55,6 +55,9 @@ pub struct Accounting {
 
 /// The largest frame accepted (a model plus its inputs).
 pub(super) const MAX_FRAME: usize = 1 << 30;
+/// The most output bytes one run may return (see `child::fit_frame`): 4 MiB, a million float32 values, where
+/// tests' outputs are kilobytes.
+pub const MAX_OUTPUT_BYTES: usize = 4 << 20;
 /// Inputs larger than this are not sent: the model is compiled without running.
 pub const MAX_INPUT_BYTES: usize = 256 << 20;
 
