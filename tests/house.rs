@@ -254,6 +254,49 @@ fn modules_import_only_from_lower_layers() {
     assert!(wrong.is_empty(), "imports from the same or a higher layer: {wrong:#?}");
 }
 
+/// Functions longer than `max` lines in rustfmt'd `text`: from a line starting `fn` (after visibility) to the
+/// closing brace at its indentation.
+fn long_functions(text: &str, max: usize) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let body = l.trim_start();
+        let indent = &l[..l.len() - body.len()];
+        let rest = body.strip_prefix("pub(crate) ").or_else(|| body.strip_prefix("pub(super) "));
+        let rest = rest.or_else(|| body.strip_prefix("pub ")).unwrap_or(body);
+        let Some(name) = rest.strip_prefix("fn ").map(|r| r.split(['(', '<']).next().unwrap_or("").to_string()) else {
+            continue;
+        };
+        if l.trim_end().ends_with(';') {
+            continue; // a declaration without a body
+        }
+        let close = format!("{indent}}}");
+        if let Some(j) = lines[i + 1..].iter().position(|x| *x == close) {
+            if j + 2 > max {
+                out.push((name, j + 2));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn functions_stay_under_150_lines() {
+    let mut files = Vec::new();
+    rust_files(&root().join("src"), &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            long_functions(&text, 150).into_iter().map(move |(n, k)| format!("{}: {n} ({k} lines)", f.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "functions over 150 lines: {long:#?}");
+    // the check itself sees a long function
+    let long_one = format!("fn f() {{\n{}}}\n", "    x();\n".repeat(150));
+    assert_eq!(long_functions(&long_one, 150), [("f".to_string(), 152)]);
+}
+
 #[test]
 fn source_files_stay_short_and_include_nothing_by_path() {
     let mut files = Vec::new();

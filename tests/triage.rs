@@ -68,6 +68,27 @@ fn a_crash_keeps_its_culprit_and_nothing_else() {
     assert_eq!(ops_in(&out.join("model.onnx")), ["Neg"]);
 }
 
+/// The filing gate: a crash that either of two passes causes alone (as ORT's TransposeOptimizer and its provider
+/// instance, or two fusions each faulty) is explained by one of them with the others off, but disabling that one
+/// in the finding's own configuration, every other pass on, leaves the crash: it is not filed as that pass's bug.
+#[test]
+fn a_culprit_whose_disabling_leaves_the_symptom_with_the_other_passes_on_is_not_filed() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.onnx");
+    let mut m = onnx::decode_model(&chain(&["Relu", "Neg", "Abs", "Sigmoid"], "segfault", "FuseNeg|FuseAbs")).unwrap();
+    // without its Neg or Abs node the graph fails another way, so reduction keeps the second trigger
+    m.metadata.push(("oatest.fault.without".into(), "Neg=abort;Abs=abort".into()));
+    std::fs::write(&model, onnx::encode_model(&m)).unwrap();
+    let out = dir.path().join("bug");
+    let o = oatest(&["reduce", model.to_str().unwrap(), "--target", "fault", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bug = json(&out.join("bug.json"));
+    let t = &bug["triage"];
+    assert_eq!(t["culprits"].as_array().map(Vec::len), Some(1), "{bug}");
+    assert_eq!(t["class"], "unattributed", "{bug}");
+    assert!(t["class_note"].as_str().unwrap().contains("does not cure"), "{bug}");
+}
+
 #[test]
 fn a_model_without_a_finding_is_refused_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();

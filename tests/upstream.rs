@@ -39,7 +39,7 @@ fn ort_1_19_2() -> PathBuf {
     wheel_library(&dir).expect("the onnxruntime 1.19.2 wheel holds its library")
 }
 
-/// ORT 1.31.1's library: the onnxruntime wheel of the project's .venv.
+/// ORT 1.32.0's library: the onnxruntime wheel of the project's .venv.
 fn ort_current() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let lib = std::fs::read_dir(root.join(".venv/lib"))
@@ -47,12 +47,12 @@ fn ort_current() -> PathBuf {
         .flatten()
         .find_map(|py| wheel_library(&py.path().join("site-packages")))
         .expect("the onnxruntime wheel in .venv (bash scripts/setup.sh)");
-    assert!(lib.to_string_lossy().ends_with("1.31.1"), "python/requirements.txt pins onnxruntime 1.31.1: {lib:?}");
+    assert!(lib.to_string_lossy().ends_with("1.32.0"), "python/requirements.txt pins onnxruntime 1.32.0: {lib:?}");
     lib
 }
 
 /// x: int8[1, 2] -> DequantizeLinear (per-axis: axis 1 by default, a scale per channel) -> Transpose (no perm):
-/// ORT 1.19.2 to 1.26.0 abort in TransposeOptimizer; 1.31.1 runs it.
+/// ORT 1.19.2 to 1.26.0 abort in TransposeOptimizer; 1.32.0 runs it.
 fn dq_transpose() -> Vec<u8> {
     let mut g = Graph::new("g");
     g.add_input("x", TensorType::new(DType::I8, &[1, 2]));
@@ -96,14 +96,14 @@ fn a_bug_of_an_old_build_that_the_newest_does_not_show_is_fixed_upstream() {
     let bug = json(&out.join("bug.json"));
     assert_eq!((bug["target_version"].as_str(), bug["symptom"].as_str()), (Some("1.19.2"), Some("crash")), "{bug}");
     assert_eq!(bug["triage"]["culprits"], serde_json::json!(["TransposeOptimizer"]), "{bug}");
-    assert_eq!(bug["versions"], serde_json::json!({"1.19.2": "reproduces", "1.31.1": "no"}), "{bug}");
-    assert_eq!(bug["fixed_upstream"], "1.31.1");
+    assert_eq!(bug["versions"], serde_json::json!({"1.19.2": "reproduces", "1.32.0": "no"}), "{bug}");
+    assert_eq!(bug["fixed_upstream"], "1.32.0");
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
-        report.contains("- **Affected versions:** 1.19.2 reproduces, 1.31.1 no (fixed upstream in 1.31.1)"),
+        report.contains("- **Affected versions:** 1.19.2 reproduces, 1.32.0 no (fixed upstream in 1.32.0)"),
         "{report}"
     );
-    assert!(stdout.contains("fixed upstream in 1.31.1"), "{stdout}");
+    assert!(stdout.contains("fixed upstream in 1.32.0"), "{stdout}");
 }
 
 #[test]
@@ -139,16 +139,16 @@ fn a_campaign_against_the_old_build_files_the_bug_as_fixed_upstream() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let index = std::fs::read_to_string(run.join("bugs/README.md")).unwrap();
     let row = index.lines().find(|l| l.starts_with("| TransposeOptimizer |")).unwrap_or_else(|| panic!("{index}"));
-    assert!(row.contains("| crash |") && row.contains("| new | fixed upstream in 1.31.1 |"), "{row}");
+    assert!(row.contains("| crash |") && row.contains("| new | fixed upstream in 1.32.0 |"), "{row}");
     let entry = row.rsplit("](").next().unwrap().trim_end_matches(" |").trim_end_matches(')').replace("/report.md", "");
     let bug = json(&run.join("bugs").join(entry).join("bug.json"));
-    assert_eq!(bug["versions"], serde_json::json!({"1.19.2": "reproduces", "1.31.1": "no"}), "{bug}");
+    assert_eq!(bug["versions"], serde_json::json!({"1.19.2": "reproduces", "1.32.0": "no"}), "{bug}");
     // the flags are the campaign's: `oatest triage` takes them from its checkpoint (entries filed afresh)
     std::fs::remove_dir_all(run.join("bugs")).unwrap();
     let o = oatest(&["triage", path(&run), "--again"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let index = std::fs::read_to_string(run.join("bugs/README.md")).unwrap();
-    assert!(index.contains("| new | fixed upstream in 1.31.1 |"), "{index}");
+    assert!(index.contains("| new | fixed upstream in 1.32.0 |"), "{index}");
     // a library that is not there is refused by name
     let o = oatest(&["fuzz", "--target", "ort", "--tests", "1", "--also-ort-lib", "/nonexistent/libonnxruntime.so"]);
     let err = String::from_utf8_lossy(&o.stderr);

@@ -57,6 +57,7 @@ pub fn run(
     source.rotation(if rotation.every > 0 { rotation.configs.len() } else { 0 });
     let target_name = infos.iter().map(|i| i.target.clone()).collect::<Vec<_>>().join(",");
     let target_version = infos.iter().map(|i| i.version.clone()).collect::<Vec<_>>().join(",");
+    announce(&settings, &infos);
     // a shard makes every `count`-th id from its own first one (the whole campaign: every id)
     let shard = settings.shard;
     let (mut next_id, mut stats) =
@@ -189,6 +190,14 @@ pub fn run(
     progress.finish();
     page(&settings.out, &stats, false);
     Ok(Summary { out: settings.out.clone(), stats, interrupted: stop.load(Ordering::Relaxed) })
+}
+
+/// Which build runs, first: a maintainer's first question about any finding.
+fn announce(settings: &Settings, infos: &[crate::compiler::worker::WorkerInfo]) {
+    for i in infos {
+        let lib = settings.ort_lib.as_ref().filter(|_| i.target == "ort");
+        eprintln!("{} {}{}", i.target, i.version, lib.map_or(String::new(), |l| format!(" ({})", l.display())));
+    }
 }
 
 /// The plots and the campaign page (`index.html`, which reloads itself while `live`); a page that cannot be

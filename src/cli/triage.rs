@@ -149,12 +149,7 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
 
 /// ` [known: <link> (status)]` and ` [fixed upstream in X]` for a filed entry, from its bug.json.
 fn upstream_note(bug_dir: &str) -> String {
-    let path = std::path::Path::new(bug_dir).join("bug.json");
-    let Some(rec) =
-        std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str::<triage::record::BugRecord>(&t).ok())
-    else {
-        return String::new();
-    };
+    let Ok(rec) = triage::record::read(std::path::Path::new(bug_dir)) else { return String::new() };
     let mut s = String::new();
     if rec.upstream.known.is_some() {
         s += &format!(" [{}]", rec.upstream.known_label());

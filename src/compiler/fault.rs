@@ -86,11 +86,15 @@ impl Target for FaultTarget {
                 .filter(|p| !config.disabled.contains(p))
                 .collect()
         };
-        let triggered = needs.as_ref().is_none_or(|n| n.iter().all(|p| passes_fired.iter().any(|f| f == p)));
-        // `oatest.fault.without` = `Op=fault`: a graph without an `Op` node fails that other way instead
-        let without = meta("oatest.fault.without")
-            .and_then(|w| w.split_once('='))
-            .filter(|(op, _)| !m.graph.node_ids().any(|id| m.graph.node(id).op.name == *op));
+        // `A;B` needs both to fire, `A|B` either (two passes each faulty alone)
+        let fired = |alternatives: &&str| alternatives.split('|').any(|p| passes_fired.iter().any(|f| f == p));
+        let triggered = needs.as_ref().is_none_or(|n| n.iter().all(fired));
+        // `oatest.fault.without` = `Op=fault[;Op=fault]`: a graph without an `Op` node fails that other way instead
+        let without = meta("oatest.fault.without").and_then(|w| {
+            w.split(';')
+                .filter_map(|w| w.split_once('='))
+                .find(|(op, _)| !m.graph.node_ids().any(|id| m.graph.node(id).op.name == *op))
+        });
         let fault = meta("oatest.fault").filter(|_| triggered).map(|f| without.map_or(f, |(_, other)| other));
         // `crash_once`: the first optimized run crashes, later ones do not (a flaky crash); the file named by
         // `oatest.fault.marker` remembers the first run across worker restarts

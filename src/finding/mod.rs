@@ -288,6 +288,20 @@ pub fn load(dir: &Path) -> anyhow::Result<Loaded> {
     Ok(Loaded { dir: dir.to_path_buf(), meta, outcomes, payload, model, inputs })
 }
 
+/// The file that marks a finding triaged: what triage concluded about it (written by triage through
+/// [`write_triaged`], read back with [`read_triaged`]).
+pub const TRIAGE_FILE: &str = "triage.json";
+
+/// Records what triage concluded about the finding in `dir` (atomically): a resumed triage skips it.
+pub fn write_triaged<T: serde::Serialize>(dir: &Path, triaged: &T) -> anyhow::Result<()> {
+    crate::util::write_atomic(&dir.join(TRIAGE_FILE), serde_json::to_string_pretty(triaged)?.as_bytes())
+}
+
+/// What triage concluded about the finding in `dir`, when it has a readable record.
+pub fn read_triaged<T: serde::de::DeserializeOwned>(dir: &Path) -> Option<T> {
+    serde_json::from_str(&std::fs::read_to_string(dir.join(TRIAGE_FILE)).ok()?).ok()
+}
+
 /// Finding directories of a run, sorted; `pending_only`: those without triage.json.
 pub fn finding_dirs(run: &Path, pending_only: bool) -> anyhow::Result<Vec<PathBuf>> {
     let findings = run.join("findings");
@@ -298,7 +312,7 @@ pub fn finding_dirs(run: &Path, pending_only: bool) -> anyhow::Result<Vec<PathBu
         .with_context(|| format!("cannot list {}", findings.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_dir() && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
-        .filter(|p| !pending_only || !p.join("triage.json").exists())
+        .filter(|p| !pending_only || !p.join(TRIAGE_FILE).exists())
         .collect();
     dirs.sort();
     Ok(dirs)

@@ -87,8 +87,7 @@ fn entries(run: &Path) -> Vec<Entry> {
             .flatten()
             .flatten()
             .filter_map(|e| {
-                let text = std::fs::read_to_string(e.path().join("bug.json")).ok()?;
-                let rec: BugRecord = serde_json::from_str(&text).ok()?;
+                let rec = crate::triage::record::read(&e.path()).ok()?;
                 Some(Entry { class, name: e.file_name().to_string_lossy().into_owned(), rec })
             })
             .collect();

@@ -103,10 +103,10 @@ pub fn export(run: &Path, out: &Path, tolerance: Tolerance) -> anyhow::Result<Ex
     let mut cases = BTreeMap::new();
     let mut skipped = Vec::new();
     for bug in dirs(&run.join("bugs")) {
-        let path = bug.join("bug.json");
-        let Ok(text) = std::fs::read_to_string(&path) else { continue };
-        let rec: super::record::BugRecord =
-            serde_json::from_str(&text).with_context(|| format!("{}: not a bug record", path.display()))?;
+        if !super::record::exists(&bug) {
+            continue;
+        }
+        let rec = super::record::read(&bug)?;
         let name = format!("bug_{}", bug.file_name().unwrap_or_default().to_string_lossy());
         if !bug.join("model.onnx").exists() {
             skipped.push(format!("{}: a Relax-level test (recipe.json) has no ONNX model to export", bug.display()));

@@ -35,8 +35,7 @@ pub fn write(run: &Path) -> anyhow::Result<usize> {
         // (culprit, entry name, findings it stands for: its own and those counted at the source, the record)
         let mut rows: Vec<(String, String, u64, BugRecord)> = Vec::new();
         for e in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
-            let Ok(text) = std::fs::read_to_string(e.path().join("bug.json")) else { continue };
-            let Ok(rec) = serde_json::from_str::<BugRecord>(&text) else { continue };
+            let Ok(rec) = super::record::read(&e.path()) else { continue };
             let faulty: Vec<&str> =
                 rec.triage.culprits.iter().filter(|p| !rec.triage.enablers.contains(p)).map(|p| p.as_str()).collect();
             let mut culprit = if faulty.is_empty() { "(none)".to_string() } else { faulty.join(" + ") };

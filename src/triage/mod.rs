@@ -272,6 +272,16 @@ fn class_of(
         _ if c.passes.is_empty() => {
             (Class::Unattributed, c.note.clone().unwrap_or_else(|| "no set of the fired passes explains it".into()))
         }
+        // the filing gate: an entry's own repro disables its culprits with every other pass on
+        _ if !r.cured_by_disabling(case, &c.passes, reference) => (
+            Class::Unattributed,
+            format!(
+                "the culprits ({}) alone show it, but disabling them in `{}` with every other pass on does not \
+                 cure it: another pass shows the same symptom",
+                c.passes.join(", "),
+                r.finding.config
+            ),
+        ),
         Some(s) => (s.class, s.note),
         None => (Class::Optimizer, "the culprit passes alone show it, and disabling any of them cures it".into()),
     }
@@ -324,7 +334,7 @@ pub fn triage_dir(
     }
     let (bug_dir, new_bug) = report::file(&folder, &mut r, &t, &m, oracle.tolerance)?;
     let filed = Filed { signature: t.signature.clone(), bug_dir: bug_dir.display().to_string(), new_bug, triage: t };
-    crate::util::write_atomic(&dir.join("triage.json"), serde_json::to_string_pretty(&filed)?.as_bytes())?;
+    crate::finding::write_triaged(dir, &filed)?;
     Ok(Some(filed))
 }
 

@@ -28,16 +28,48 @@ pub struct BugRecord {
     pub upstream: super::upstream::Upstream,
 }
 
+/// The file of an entry's record.
+pub const FILE: &str = "bug.json";
+
+/// Whether `dir` holds an entry (its bug.json, written last, is there).
+pub fn exists(dir: &Path) -> bool {
+    dir.join(FILE).is_file()
+}
+
+/// The record of the entry in `dir`; errors name the file.
+pub fn read(dir: &Path) -> anyhow::Result<BugRecord> {
+    let path = dir.join(FILE);
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{}: not a bug record", path.display()))
+}
+
+/// The record of the entry in `dir` as its text and JSON value, every field kept (what merging compares and
+/// copies); errors name the file.
+pub fn read_raw(dir: &Path) -> anyhow::Result<(String, serde_json::Value)> {
+    let path = dir.join(FILE);
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{}: not a bug record", path.display()))?;
+    anyhow::ensure!(
+        value["triage"].is_object() && value["findings"].is_array(),
+        "{}: not a bug record (no triage or findings)",
+        path.display()
+    );
+    Ok((text, value))
+}
+
+/// Writes the record of the entry in `dir` (atomically).
+pub fn write(dir: &Path, rec: &BugRecord) -> anyhow::Result<()> {
+    write_atomic(&dir.join(FILE), serde_json::to_string_pretty(rec)?.as_bytes())
+}
+
 /// Adds a finding (its source) to the entry in `dir` (its bug.json), unless it is already listed; returns the
 /// record as it now is.
 pub fn add_finding(dir: &Path, source: &str) -> anyhow::Result<BugRecord> {
-    let path = dir.join("bug.json");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut rec: BugRecord =
-        serde_json::from_str(&text).with_context(|| format!("{}: not a bug record", path.display()))?;
+    let mut rec = read(dir)?;
     if !rec.findings.iter().any(|f| f == source) {
         rec.findings.push(source.to_string());
-        write_atomic(&path, serde_json::to_string_pretty(&rec)?.as_bytes())?;
+        write(dir, &rec)?;
     }
     Ok(rec)
 }

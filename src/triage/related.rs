@@ -90,8 +90,7 @@ pub fn find(folder: &Path, target: &str, symptom: Symptom, t: &Triaged) -> Optio
 
 /// Records `t`'s faulty passes in the culprit sets of the entry in `dir` (written only when new).
 pub fn note_culprits(dir: &Path, t: &Triaged) -> anyhow::Result<()> {
-    let path = dir.join("bug.json");
-    let Some(mut rec) = read(dir) else { anyhow::bail!("{}: not a bug record", path.display()) };
+    let mut rec = super::record::read(dir)?;
     let mut set = faulty(t);
     set.sort();
     let mut representative = faulty(&rec.triage);
@@ -104,13 +103,13 @@ pub fn note_culprits(dir: &Path, t: &Triaged) -> anyhow::Result<()> {
         }
     }
     if changed {
-        crate::util::write_atomic(&path, serde_json::to_string_pretty(&rec)?.as_bytes())?;
+        super::record::write(dir, &rec)?;
     }
     Ok(())
 }
 
 fn read(dir: &Path) -> Option<BugRecord> {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("bug.json")).ok()?).ok()
+    super::record::read(dir).ok()
 }
 
 #[cfg(test)]

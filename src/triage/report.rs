@@ -22,8 +22,7 @@ pub fn file(
     tolerance: Tolerance,
 ) -> anyhow::Result<(PathBuf, bool)> {
     let dir = bugs.join(&t.signature);
-    let path = dir.join("bug.json");
-    if path.exists() {
+    if super::record::exists(&dir) {
         let rec = add_finding(&dir, &r.finding.source)?;
         if t.confirmed && (!rec.triage.confirmed || t.nodes < rec.triage.nodes) {
             write(&dir, r, t, m, tolerance, rec.findings)?;
@@ -89,14 +88,10 @@ pub fn write(
         representative: f.source.clone(),
         findings,
         // a new representative keeps the culprit sets seen so far
-        culprit_sets: std::fs::read_to_string(dir.join("bug.json"))
-            .ok()
-            .and_then(|text| serde_json::from_str::<BugRecord>(&text).ok())
-            .map(|rec| rec.culprit_sets)
-            .unwrap_or_default(),
+        culprit_sets: super::record::read(dir).map(|rec| rec.culprit_sets).unwrap_or_default(),
         upstream: m.upstream.clone(),
     };
-    write_atomic(&dir.join("bug.json"), serde_json::to_string_pretty(&rec)?.as_bytes())
+    super::record::write(dir, &rec)
 }
 
 /// repro.py: the template in python/ with this bug's parameters (for TVM after oatest's Relax runner).

@@ -290,6 +290,19 @@ impl<'w> Reproducer<'w> {
     /// Whether a candidate still shows the finding: the reference runs cleanly, the culprits alone show the
     /// symptom, disabling any one culprit makes it go away, and an inconsistency keeps its class
     /// ([`Self::keep_class`]). Returns the reference and symptom runs.
+    /// The filing gate: whether disabling every culprit (each pass under every name it runs as) in the finding's
+    /// own configuration, every other pass on, makes the symptom go (another failure may come instead: a second
+    /// bug the first one hid). `reference`: the unoptimized run of `case` (what an
+    /// inconsistency is judged against). A culprit set found with the other fired passes off may not be the
+    /// whole story with them on (another pass, or another instance of one, shows the same symptom).
+    pub fn cured_by_disabling(&mut self, case: &Case, culprits: &[String], reference: Option<&Outcome>) -> bool {
+        let model = self.finding.bytes(case);
+        let mut config = self.finding.config.clone();
+        config.disabled.extend(culprits.iter().cloned());
+        let o = self.run(&model, &case.feeds, &config);
+        self.classify(&o, reference) != Probe::Symptom
+    }
+
     pub fn check(&mut self, case: &Case, culprits: &[String]) -> Option<(Outcome, Outcome)> {
         let model = self.finding.bytes(case);
         let reference = self.run(&model, &case.feeds, &self.finding.reference.clone());

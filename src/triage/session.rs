@@ -126,7 +126,7 @@ impl Session {
         (t.dd_runs, t.runs, t.reduction_checks) = (0, 0, 0);
         let filed =
             Filed { signature: entry.signature.clone(), bug_dir: entry.bug_dir.clone(), new_bug: false, triage: t };
-        crate::util::write_atomic(&dir.join("triage.json"), serde_json::to_string_pretty(&filed)?.as_bytes())?;
+        crate::finding::write_triaged(dir, &filed)?;
         Ok(filed)
     }
 
@@ -155,7 +155,7 @@ impl Session {
         (t.dd_runs, t.runs, t.original_nodes, t.reduction_checks) = (0, r.runs, nodes, 0);
         let filed =
             Filed { signature: entry.signature.clone(), bug_dir: entry.bug_dir.clone(), new_bug: false, triage: t };
-        crate::util::write_atomic(&dir.join("triage.json"), serde_json::to_string_pretty(&filed)?.as_bytes())?;
+        crate::finding::write_triaged(dir, &filed)?;
         Ok(Some(filed))
     }
 }
@@ -178,6 +178,5 @@ pub const ATTACHED: &str = "attached";
 
 /// A finding directory's `triage.json`, when it has a readable one.
 pub fn load_filed(dir: &Path) -> Option<Filed> {
-    let text = std::fs::read_to_string(dir.join("triage.json")).ok()?;
-    serde_json::from_str(&text).ok()
+    crate::finding::read_triaged(dir)
 }

@@ -5,8 +5,8 @@
 //! know.
 
 use super::{copy_tree, subdirs, Input, Report};
+use crate::triage::record;
 use crate::util::{replace_dir_atomic, write_atomic};
-use anyhow::Context;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -50,7 +50,7 @@ fn classes(inputs: &[Input]) -> anyhow::Result<BTreeSet<String>> {
             if NOT_BUGS.contains(&name.as_str()) || out.contains(&name) {
                 continue;
             }
-            if subdirs(&i.dir.join(&name))?.iter().any(|s| i.dir.join(&name).join(s).join("bug.json").is_file()) {
+            if subdirs(&i.dir.join(&name))?.iter().any(|s| i.dir.join(&name).join(s).join(record::FILE).is_file()) {
                 out.insert(name);
             }
         }
@@ -59,14 +59,7 @@ fn classes(inputs: &[Input]) -> anyhow::Result<BTreeSet<String>> {
 }
 
 fn read_candidate(dir: &Path) -> anyhow::Result<Candidate> {
-    let path = dir.join("bug.json");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let record: Value = serde_json::from_str(&text).with_context(|| format!("{}: not a bug record", path.display()))?;
-    anyhow::ensure!(
-        record["triage"].is_object() && record["findings"].is_array(),
-        "{}: not a bug record (no triage or findings)",
-        path.display()
-    );
+    let (text, record) = record::read_raw(dir)?;
     Ok(Candidate { dir: dir.to_path_buf(), text, record })
 }
 
@@ -78,7 +71,7 @@ pub(super) fn merge(inputs: &[Input], out: &Path, report: &mut Report) -> anyhow
             for sig in subdirs(&i.dir.join(&class))? {
                 let dir = i.dir.join(&class).join(&sig);
                 // a directory without bug.json is still being written (bug.json comes last)
-                if dir.join("bug.json").is_file() {
+                if record::exists(&dir) {
                     by_sig.entry(sig).or_default().push(read_candidate(&dir)?);
                 }
             }
@@ -103,14 +96,13 @@ fn merge_one(cands: &[Candidate], dst: &Path, class: &str, report: &mut Report) 
     let mut want = best.record.clone();
     want["findings"] = Value::Array(findings);
     let text = serde_json::to_string_pretty(&want)?;
-    let current: Option<Value> =
-        std::fs::read_to_string(dst.join("bug.json")).ok().and_then(|t| serde_json::from_str(&t).ok());
+    let current: Option<Value> = record::read_raw(dst).ok().map(|(_, v)| v);
     let same_representative = current
         .as_ref()
         .is_some_and(|c| c["representative"] == best.record["representative"] && c["triage"] == best.record["triage"]);
     if same_representative {
         if current.as_ref() != Some(&want) {
-            write_atomic(&dst.join("bug.json"), text.as_bytes())?;
+            write_atomic(&dst.join(record::FILE), text.as_bytes())?;
             report.updated += 1;
         }
         return Ok(());
@@ -118,11 +110,11 @@ fn merge_one(cands: &[Candidate], dst: &Path, class: &str, report: &mut Report) 
     let existed = dst.exists();
     let copied = replace_dir_atomic(dst, |tmp| {
         copy_tree(&best.dir, tmp)?;
-        let now = std::fs::read_to_string(best.dir.join("bug.json")).unwrap_or_default();
+        let now = record::read_raw(&best.dir).map(|(t, _)| t).unwrap_or_default();
         if now != best.text {
             return Err(Changed.into());
         }
-        std::fs::write(tmp.join("bug.json"), &text)?;
+        std::fs::write(tmp.join(record::FILE), &text)?;
         Ok(())
     });
     match copied {
