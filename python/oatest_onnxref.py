@@ -7,7 +7,10 @@ documented (ORT's docs/ContribOperators.md) are defined here in numpy, in float3
 QuantizeLinear/DequantizeLinear (the ONNX ops' meaning), Gelu, BiasGelu, FastGelu, FusedMatMul, QLinearAdd.
 Any other unknown op makes the evaluator fail, and triage calls the inconsistency undecided.
 
-`run(model_bytes, inputs, widen_half=False, approximate=())`: inputs and outputs are serialized ONNX TensorProtos.
+`run(model_bytes, inputs, widen_half=False, approximate=(), in_float64=False)`: inputs and outputs are serialized
+ONNX TensorProtos. With `in_float64`, every float tensor (float32, float16, bfloat16) is float64 instead, the
+outputs too: the values rounding does not move, against which triage measures how far each side of a float
+inconsistency is (a side no farther than the other is rounding, not a wrong rewrite).
 `approximate` names approximations an optimizing configuration asks for by design, evaluated instead of the exact
 op: "gelu" (com.microsoft Gelu and BiasGelu computed by FastGelu's tanh formula, what ONNX Runtime's opt-in
 GeluApproximation makes of them) and "erf" (every Erf by the same tanh formula, for Gelu chains that GeluFusion
@@ -190,55 +193,62 @@ _HALF = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
 _DTYPE_ATTRS = ("to", "dtype")
 
 
-def _widen_tensor(t: onnx.TensorProto) -> None:
-    if t.data_type in _HALF:
-        wide = numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name)
+_FLOATS = (onnx.TensorProto.FLOAT,) + _HALF
+
+
+def _widen_tensor(t: onnx.TensorProto, kinds=_HALF, to=onnx.TensorProto.FLOAT) -> None:
+    if t.data_type in kinds:
+        np_to = onnx.helper.tensor_dtype_to_np_dtype(to)
+        wide = numpy_helper.from_array(numpy_helper.to_array(t).astype(np_to), t.name)
         t.CopyFrom(wide)
 
 
-def _widen_type(tp: onnx.TypeProto) -> None:
+def _widen_type(tp: onnx.TypeProto, kinds=_HALF, to=onnx.TensorProto.FLOAT) -> None:
     kind = tp.WhichOneof("value")
-    if kind == "tensor_type" and tp.tensor_type.elem_type in _HALF:
-        tp.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    if kind == "tensor_type" and tp.tensor_type.elem_type in kinds:
+        tp.tensor_type.elem_type = to
     elif kind == "sequence_type":
-        _widen_type(tp.sequence_type.elem_type)
+        _widen_type(tp.sequence_type.elem_type, kinds, to)
     elif kind == "optional_type":
-        _widen_type(tp.optional_type.elem_type)
+        _widen_type(tp.optional_type.elem_type, kinds, to)
 
 
-def _widen_nodes(nodes) -> None:
+def _widen_nodes(nodes, kinds=_HALF, to=onnx.TensorProto.FLOAT) -> None:
     for node in nodes:
         for a in node.attribute:
-            if a.type == onnx.AttributeProto.INT and a.name in _DTYPE_ATTRS and a.i in _HALF:
-                a.i = onnx.TensorProto.FLOAT
+            if a.type == onnx.AttributeProto.INT and a.name in _DTYPE_ATTRS and a.i in kinds:
+                a.i = to
             elif a.type == onnx.AttributeProto.TENSOR:
-                _widen_tensor(a.t)
+                _widen_tensor(a.t, kinds, to)
             elif a.type == onnx.AttributeProto.GRAPH:
-                _widen_graph(a.g)
+                _widen_graph(a.g, kinds, to)
             elif a.type == onnx.AttributeProto.GRAPHS:
                 for g in a.graphs:
-                    _widen_graph(g)
+                    _widen_graph(g, kinds, to)
 
 
-def _widen_graph(g: onnx.GraphProto) -> None:
+def _widen_graph(g: onnx.GraphProto, kinds=_HALF, to=onnx.TensorProto.FLOAT) -> None:
     for v in list(g.input) + list(g.output) + list(g.value_info):
-        _widen_type(v.type)
+        _widen_type(v.type, kinds, to)
     for t in g.initializer:
-        _widen_tensor(t)
-    _widen_nodes(g.node)
+        _widen_tensor(t, kinds, to)
+    _widen_nodes(g.node, kinds, to)
 
 
-def widen(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of `model` with every float16/bfloat16 tensor float32 (see the module's docstring)."""
+def widen(model: onnx.ModelProto, kinds=_HALF, to=onnx.TensorProto.FLOAT) -> onnx.ModelProto:
+    """A copy of `model` with every tensor of the element types `kinds` of type `to` instead (by default every
+    float16/bfloat16 tensor float32; see the module's docstring)."""
     wide = onnx.ModelProto()
     wide.CopyFrom(model)
-    _widen_graph(wide.graph)
+    _widen_graph(wide.graph, kinds, to)
     for f in wide.functions:
-        _widen_nodes(f.node)
+        _widen_nodes(f.node, kinds, to)
     return wide
 
 
-def run(model_bytes: bytes, inputs: list, widen_half: bool = False, approximate=()) -> dict:
+def run(
+    model_bytes: bytes, inputs: list, widen_half: bool = False, approximate=(), in_float64: bool = False
+) -> dict:
     try:
         model = onnx.load_from_string(model_bytes)
         declared = _declared(model)
@@ -247,9 +257,15 @@ def run(model_bytes: bytes, inputs: list, widen_half: bool = False, approximate=
             t = onnx.TensorProto()
             t.ParseFromString(raw)
             feeds[t.name] = numpy_helper.to_array(t)
-            if widen_half and t.data_type in _HALF:
+            if in_float64 and t.data_type in _FLOATS:
+                feeds[t.name] = feeds[t.name].astype(np.float64)
+            elif widen_half and t.data_type in _HALF:
                 feeds[t.name] = feeds[t.name].astype(np.float32)
-        if widen_half:
+        if in_float64:
+            model = widen(model, _FLOATS, onnx.TensorProto.DOUBLE)
+            # the outputs stay float64: the exact values the float runs are measured against
+            declared = {k: (onnx.TensorProto.DOUBLE if v in _FLOATS else v) for k, v in declared.items()}
+        elif widen_half:
             model = widen(model)
         with warnings.catch_warnings():
             # numpy's overflow and invalid-value warnings are values (Inf, NaN), not failures

@@ -57,6 +57,29 @@ fn both_runs_near_the_true_values_is_precision() {
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
 }
 
+/// Precision against float64: in float32, 1e8 + x0 + (1 + x1) - 1e8 + x2 loses the small terms; a rewrite that
+/// sums otherwise (here the fault target computing in float64) lands far from the float32 reference but nearer the
+/// exact value than the unoptimized run: `precision`, not a bug.
+#[test]
+fn an_optimized_result_nearer_the_float64_values_than_the_unoptimized_one_is_precision() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut g = Graph::new("g");
+    g.add_input("x", TensorType::new(DType::F32, &[3]));
+    g.add_initializer("c", Tensor::from_f32(&[3], &[1e8, 1.0, -1e8]));
+    g.add_node(Node::new("add", OpId::onnx("Add"), vec!["x".into(), "c".into()], vec!["y".into()])).unwrap();
+    g.add_node(Node::new("sum", OpId::onnx("ReduceSum"), vec!["y".into()], vec!["z".into()])).unwrap();
+    g.add_output("z", TensorType::new(DType::F32, &[1]));
+    let mut m = Model::new(g);
+    for (k, v) in
+        [("oatest.fault", "float64"), ("oatest.fault.needs", "FuseReduceSum"), ("oatest.fault.compute", "onnx")]
+    {
+        m.metadata.push((k.into(), v.into()));
+    }
+    let bug = reduce(dir.path(), &onnx::encode_model(&m), "fault", &[]);
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("float64"), "{bug}");
+}
+
 #[test]
 fn both_runs_off_the_true_values_is_undecided() {
     let (class, bug) = class_of("wrong_both", &["Sigmoid", "Abs"], "FuseSigmoid", &[]);

@@ -107,6 +107,28 @@ def test_widening_skips_every_16_bit_rounding_but_the_outputs():
     assert back.dtype == np.float16 and back[0, 0] == np.float16(exact[0, 0])
 
 
+def test_in_float64_computes_every_float_in_float64_and_keeps_the_outputs_so():
+    """`in_float64` makes every float tensor float64 (inputs, initializers, Cast targets) and returns float64
+    outputs: a sum that cancels loses its small terms in float32 and keeps them in float64."""
+    c = nh.from_array(np.array([1e8, 1.0, -1e8], np.float32), "c")
+    nodes = [h.make_node("Add", ["x", "c"], ["y"]), h.make_node("ReduceSum", ["y"], ["s"], keepdims=0)]
+    nodes.append(h.make_node("Cast", ["s"], ["z"], to=T.FLOAT))
+    graph = h.make_graph(
+        nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [3])], [h.make_tensor_value_info("z", T.FLOAT, [])], [c]
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 20)]).SerializeToString()
+    feeds = [nh.from_array(np.array([0.25, 0.5, 0.125], np.float32), "x").SerializeToString()]
+
+    def output(in_float64):
+        r = ref.run(model, feeds, in_float64=in_float64)
+        assert r["status"] == "ok", r["message"]
+        return nh.to_array(onnx.load_tensor_from_string(r["outputs"][0]))
+
+    lossy, exact = output(False), output(True)
+    assert lossy.dtype == np.float32 and lossy != np.float32(1.875)
+    assert exact.dtype == np.float64 and exact == 1.875
+
+
 def test_gelu_approximation_evaluates_gelu_and_erf_by_fast_gelus_formula():
     """`approximate` evaluates what ORT's opt-in GeluApproximation computes: com.microsoft Gelu as FastGelu, and an
     Erf-built Gelu (which GeluFusion fuses first) the same way; without it both are exact."""

@@ -4,12 +4,13 @@
 //! run's by +1, `wrong_reference` the unoptimized run's by +1 (the optimized run is right), `wrong_both` +1 and
 //! -1, `skew` +k and -k (k = `oatest.fault.skew`), `nan_to_inf` turns the optimized run's NaNs into +Inf;
 //! `noisy` adds run-to-run noise in every configuration (nondeterminism), `noisy_wrong` is `wrong` on a reference
-//! that varies from run to run by a few 1e-7 (within the tolerance, but not bit for bit the same). Outputs are the inputs echoed, or,
+//! that varies from run to run by a few 1e-7 (within the tolerance, but not bit for bit the same); `float64`: the
+//! optimized run computes in float64 (a rewrite nearer the exact values). Outputs are the inputs echoed, or,
 //! with `oatest.fault.compute` = `onnx`, the model's true values (onnx.reference, `python` feature). With
 //! `oatest.fault.needs` = `FuseA;FuseB` the fault is an optimizer bug with known culprits: every optimized
 //! run "fires" one pass `Fuse<Op>` per op type in the graph (unless disabled), and the fault happens only
-//! when every needed pass fired. `oatest.fault.without` = `Op=fault`: in a graph without an `Op` node the fault
-//! is that other one (a reduction that removes it would slide to another bug). `leak`: every run keeps 16 MiB
+//! when every needed pass fired (`FuseA|FuseB`: either). `oatest.fault.without` = `Op=fault[;Op=fault]`: in a
+//! graph without an `Op` node the fault is that other one (a reduction that removes it would slide to another bug). `leak`: every run keeps 16 MiB
 //! for the life of the worker process (a leaking compiler; the answers stay right).
 
 use super::{Config, NamedTensor, Outcome, Status, Target};
@@ -175,14 +176,33 @@ impl Target for FaultTarget {
             shift
         };
         let nan_to_inf = optimized && fault == Some("nan_to_inf");
+        // `float64`: the optimized run computes in float64 (rounded to the declared types at the end), as a
+        // rewrite that changes the order of float operations may come closer to the exact values
+        let mut evaluated = config.clone();
+        if optimized && fault == Some("float64") {
+            evaluated.disabled.push(super::FLOAT_ROUNDING.to_string());
+        }
         let values = if meta("oatest.fault.compute") == Some("onnx") {
-            match self.true_values(model, inputs, config) {
+            match self.true_values(model, inputs, &evaluated) {
                 Ok(v) => v,
                 Err(status) => return Outcome::failed(config, status, 0.0),
             }
         } else {
             inputs.to_vec()
         };
+        // (values computed in float64 are rounded to the types the model declares)
+        let declared = |t: &NamedTensor| m.graph.tensor_type(&t.name).map_or(t.tensor.dtype, |ty| ty.dtype);
+        let values: Vec<NamedTensor> = values
+            .into_iter()
+            .map(|t| match t.tensor.to_f64s() {
+                Some(v) if declared(&t) != t.tensor.dtype && t.tensor.dtype.is_float() => {
+                    let dims: Vec<usize> = t.tensor.dims.iter().map(|&d| d as usize).collect();
+                    let dtype = declared(&t);
+                    NamedTensor { name: t.name, tensor: crate::graph::Tensor::from_f64s(dtype, &dims, &v) }
+                }
+                _ => t,
+            })
+            .collect();
         let outputs = values
             .into_iter()
             .map(|t| match t.tensor.to_f64s() {

@@ -301,6 +301,10 @@ pub trait Target {
 /// every 16-bit float widened to float32, rounding only the outputs to their declared type.
 pub const HALF_ROUNDING: &str = "half-precision-rounding";
 
+/// The semantic reference's (`onnxref`) pseudo-pass of float rounding: a configuration that disables it evaluates
+/// the model with every float tensor (float32, float16, bfloat16) float64, its outputs too.
+pub const FLOAT_ROUNDING: &str = "float-rounding";
+
 /// The semantic reference's pseudo-passes of exact ops: a configuration that disables `exact:NAME` evaluates the
 /// model with the approximation NAME of python/oatest_onnxref.py (`gelu`: com.microsoft Gelu and BiasGelu by
 /// FastGelu's tanh formula; `erf`: Erf by the same formula), what an optimizer computes by design when a named

@@ -50,6 +50,7 @@ impl Target for OnnxRefTarget {
         let start = Instant::now();
         let wire: Vec<Vec<u8>> = inputs.iter().map(|t| encode_tensor(&t.name, &t.tensor)).collect();
         let widen = config.disabled.iter().any(|p| p == super::HALF_ROUNDING);
+        let in_float64 = config.disabled.iter().any(|p| p == super::FLOAT_ROUNDING);
         let approximate: Vec<&str> =
             config.disabled.iter().filter_map(|p| p.strip_prefix(super::APPROXIMATE)).collect();
         let result = Python::attach(|py| -> PyResult<(String, String, Vec<Vec<u8>>)> {
@@ -59,6 +60,7 @@ impl Target for OnnxRefTarget {
                 wire,
                 widen,
                 approximate.clone(),
+                in_float64,
             ))?;
             Ok((r.get_item("status")?.extract()?, r.get_item("message")?.extract()?, r.get_item("outputs")?.extract()?))
         });

@@ -191,6 +191,12 @@ impl Semantic {
         self.evaluate(model, feeds, true)
     }
 
+    /// The outputs of `model` evaluated with every float tensor float64, the outputs too: values rounding does
+    /// not move, against which each side of a float inconsistency is measured.
+    pub fn run_float64(&mut self, model: &[u8], feeds: &[NamedTensor]) -> Result<Outcome, NoReference> {
+        self.evaluate_with(model, feeds, &[crate::compiler::FLOAT_ROUNDING.to_string()])
+    }
+
     /// The outputs of `model` evaluated with the approximations `names` (see [`crate::compiler::APPROXIMATE`]).
     pub fn run_approximated(
         &mut self,

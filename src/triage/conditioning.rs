@@ -3,7 +3,8 @@
 //! difference of a few ULPs by a tiny deviation, so two correct implementations (one- and two-pass variance)
 //! disagree in the third digit. The semantic reference rounds too. Perturbing the float inputs by a few ULPs
 //! and evaluating the model again shows how far rounding alone moves the exact result there: a deviation
-//! within that distance is class `precision`, not a bug of the pass.
+//! within that distance is class `precision`, not a bug of the pass. So is an optimized float result no farther
+//! from the model evaluated in float64 than the unoptimized one (`refine_float64`: summation order, fused kernels).
 
 use super::classify::{Class, Classified};
 use crate::compiler::{NamedTensor, Outcome};
@@ -108,5 +109,51 @@ pub fn refine(
              spread, over {PERTURBATIONS} perturbations), so it is rounding, not a bug",
             classified.note
         ),
+    }
+}
+
+/// The largest |run - exact| over the float outputs (by position; `exact` evaluated in float64), or `None` when an
+/// output does not compare (another length, a non-finite value on either side).
+fn float_error(run: &Outcome, exact: &Outcome) -> Option<f64> {
+    let mut worst = 0.0f64;
+    for (r, e) in run.outputs.iter().zip(&exact.outputs) {
+        if !r.tensor.dtype.is_float() {
+            continue;
+        }
+        let (a, b) = (r.tensor.to_f64s()?, e.tensor.to_f64s()?);
+        if a.len() != b.len() || a.iter().chain(&b).any(|x| !x.is_finite()) {
+            return None;
+        }
+        worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(worst, f64::max);
+    }
+    Some(worst)
+}
+
+/// Precision against float64: an `optimizer` inconsistency whose differing outputs are all floats, and whose
+/// optimized result is no farther from the model evaluated in float64 (`exact`) than the unoptimized result, is
+/// `precision`: the rewrite rounds differently (summation order, a fused kernel), it does not compute wrongly.
+pub fn refine_float64(c: Classified, unoptimized: &Outcome, optimized: &Outcome, exact: &Outcome) -> Classified {
+    if c.class != Class::Optimizer || unoptimized.outputs.len() != exact.outputs.len() {
+        return c;
+    }
+    // a differing output that is not a float (an index, a count) is no rounding
+    let other_differs = unoptimized
+        .outputs
+        .iter()
+        .zip(&optimized.outputs)
+        .any(|(u, o)| !u.tensor.dtype.is_float() && u.tensor != o.tensor);
+    if other_differs {
+        return c;
+    }
+    match (float_error(unoptimized, exact), float_error(optimized, exact)) {
+        (Some(u), Some(o)) if o <= u => Classified {
+            class: Class::Precision,
+            note: format!(
+                "{}; against the model evaluated in float64 the optimized result is no farther off (max |diff| \
+                 {o:.3e}) than the unoptimized one ({u:.3e}): it rounds differently, it does not compute wrongly",
+                c.note
+            ),
+        },
+        _ => c,
     }
 }

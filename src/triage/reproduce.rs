@@ -95,6 +95,16 @@ impl<'w> Reproducer<'w> {
             }
             _ => c,
         };
+        // a float result as close to the exact (float64) values as the unoptimized one only rounds differently
+        let c = match self.semantic.as_mut() {
+            Some(s) if c.class == Class::Optimizer && !classify::has_quantized_ops(&case.model) => {
+                match s.run_float64(&onnx::encode_model(&case.model), &case.feeds) {
+                    Ok(exact) => conditioning::refine_float64(c, unoptimized, optimized, &exact),
+                    Err(_) => c,
+                }
+            }
+            _ => c,
+        };
         // a wrong quantized result on x64 may be the fast kernels' documented overflow: ORT's precise mode tells
         let (key, value) = classify::PRECISE_X64_QUANT;
         let precise_already = optimized.config.options.iter().any(|(k, _)| k == key);
