@@ -51,6 +51,23 @@ impl FaultTarget {
     }
 }
 
+/// A float tensor's values mapped by `f` and stored as `dtype`; any other tensor, or one `f` leaves as it is in
+/// its own dtype, unchanged.
+fn map_floats(t: NamedTensor, dtype: crate::graph::DType, f: impl Fn(f64) -> f64) -> NamedTensor {
+    match t.tensor.to_f64s() {
+        Some(v) if t.tensor.dtype.is_float() => {
+            let mapped: Vec<f64> = v.iter().map(|&x| f(x)).collect();
+            let same = dtype == t.tensor.dtype && mapped.iter().zip(&v).all(|(a, b)| a.to_bits() == b.to_bits());
+            if same {
+                return t;
+            }
+            let dims: Vec<usize> = t.tensor.dims.iter().map(|&d| d as usize).collect();
+            NamedTensor { name: t.name, tensor: crate::graph::Tensor::from_f64s(dtype, &dims, &mapped) }
+        }
+        _ => t,
+    }
+}
+
 impl Target for FaultTarget {
     fn name(&self) -> &'static str {
         "fault"
@@ -192,27 +209,11 @@ impl Target for FaultTarget {
         };
         // (values computed in float64 are rounded to the types the model declares)
         let declared = |t: &NamedTensor| m.graph.tensor_type(&t.name).map_or(t.tensor.dtype, |ty| ty.dtype);
-        let values: Vec<NamedTensor> = values
-            .into_iter()
-            .map(|t| match t.tensor.to_f64s() {
-                Some(v) if declared(&t) != t.tensor.dtype && t.tensor.dtype.is_float() => {
-                    let dims: Vec<usize> = t.tensor.dims.iter().map(|&d| d as usize).collect();
-                    let dtype = declared(&t);
-                    NamedTensor { name: t.name, tensor: crate::graph::Tensor::from_f64s(dtype, &dims, &v) }
-                }
-                _ => t,
-            })
-            .collect();
         let outputs = values
             .into_iter()
-            .map(|t| match t.tensor.to_f64s() {
-                Some(v) if (shift != 0.0 || nan_to_inf) && t.tensor.dtype.is_float() => {
-                    let dims: Vec<usize> = t.tensor.dims.iter().map(|&d| d as usize).collect();
-                    let v: Vec<f64> =
-                        v.iter().map(|x| if nan_to_inf && x.is_nan() { f64::INFINITY } else { x + shift }).collect();
-                    NamedTensor { name: t.name, tensor: crate::graph::Tensor::from_f64s(t.tensor.dtype, &dims, &v) }
-                }
-                _ => t,
+            .map(|t| {
+                let dtype = declared(&t);
+                map_floats(t, dtype, |x| if nan_to_inf && x.is_nan() { f64::INFINITY } else { x + shift })
             })
             .collect();
         Outcome {

@@ -3,8 +3,8 @@
 //! comparing it with the unoptimized and the optimized run gives the finding's [`Class`]. Only class
 //! `optimizer` goes to `bugs/`; every other class has a folder of its own beside it.
 
-use crate::compiler::worker::{Worker, WorkerSpec};
-use crate::compiler::{Config, Level, NamedTensor, Outcome, Status, TargetKind};
+pub use super::semantic::{NoReference, Semantic};
+use crate::compiler::{Config, Level, NamedTensor, Outcome, Status};
 use crate::graph::{DType, Tensor};
 use crate::oracle::{Hints, Oracle};
 use serde::{Deserialize, Serialize};
@@ -135,113 +135,6 @@ pub fn has_quantized_ops(model: &crate::graph::Model) -> bool {
     let quantized =
         |op: &str| op.contains("Quantize") || op.starts_with("QLinear") || op.contains("Integer") || op == "QGemm";
     model.graph.nodes_in_order().is_ok_and(|nodes| nodes.iter().any(|n| quantized(&n.op.name)))
-}
-
-/// Why the semantic reference gave no outputs for a model.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum NoReference {
-    /// This triage has none, or the test has no ONNX model to ask it about.
-    #[error("{0}")]
-    NotAsked(String),
-    /// It could not start earlier.
-    #[error("the semantic reference is not available: {0}")]
-    Unavailable(String),
-    #[error("the semantic reference could not start: {0}")]
-    NotStarted(String),
-    /// It ran and failed on this model (a missing kernel, an error, a crash).
-    #[error("{kind}: {message}")]
-    Failed { kind: String, message: String },
-}
-
-/// The semantic reference's worker, started on first use and kept (importing onnx takes a while).
-pub struct Semantic {
-    spec: Option<WorkerSpec>,
-    worker: Option<Worker>,
-    /// Why the reference cannot run at all (it could not start), once known.
-    broken: Option<String>,
-}
-
-impl Semantic {
-    /// The reference in a worker of the oatest executable (60 s per model: numpy is slow on big convolutions);
-    /// `background`: it only takes CPU time others leave (the campaign's triage).
-    pub fn new(background: bool) -> Semantic {
-        match WorkerSpec::new(TargetKind::OnnxRef) {
-            Ok(mut spec) => {
-                spec.timeout = std::time::Duration::from_secs(60);
-                spec.background = background;
-                Semantic { spec: Some(spec), worker: None, broken: None }
-            }
-            Err(e) => Semantic::unavailable(&format!("{e:#}")),
-        }
-    }
-
-    /// A reference that never answers (`why` says why): every inconsistency is then undecided.
-    pub fn unavailable(why: &str) -> Semantic {
-        Semantic { spec: None, worker: None, broken: Some(why.to_string()) }
-    }
-
-    /// The reference's outputs for `model` (ONNX bytes), or why there are none.
-    pub fn run(&mut self, model: &[u8], feeds: &[NamedTensor]) -> Result<Outcome, NoReference> {
-        self.evaluate(model, feeds, false)
-    }
-
-    /// The outputs of `model` evaluated with every 16-bit float widened to float32 (the outputs rounded to their
-    /// declared types at the end): what a compiler computes that skips the intermediate 16-bit roundings.
-    pub fn run_widened(&mut self, model: &[u8], feeds: &[NamedTensor]) -> Result<Outcome, NoReference> {
-        self.evaluate(model, feeds, true)
-    }
-
-    /// The outputs of `model` evaluated with every float tensor float64, the outputs too: values rounding does
-    /// not move, against which each side of a float inconsistency is measured.
-    pub fn run_float64(&mut self, model: &[u8], feeds: &[NamedTensor]) -> Result<Outcome, NoReference> {
-        self.evaluate_with(model, feeds, &[crate::compiler::FLOAT_ROUNDING.to_string()])
-    }
-
-    /// The outputs of `model` evaluated with the approximations `names` (see [`crate::compiler::APPROXIMATE`]).
-    pub fn run_approximated(
-        &mut self,
-        model: &[u8],
-        feeds: &[NamedTensor],
-        names: &[String],
-    ) -> Result<Outcome, NoReference> {
-        let pseudo: Vec<String> = names.iter().map(|n| format!("{}{n}", crate::compiler::APPROXIMATE)).collect();
-        self.evaluate_with(model, feeds, &pseudo)
-    }
-
-    fn evaluate(&mut self, model: &[u8], feeds: &[NamedTensor], widened: bool) -> Result<Outcome, NoReference> {
-        let pseudo = if widened { vec![crate::compiler::HALF_ROUNDING.to_string()] } else { Vec::new() };
-        self.evaluate_with(model, feeds, &pseudo)
-    }
-
-    /// Evaluates `model` with the reference's pseudo-passes `pseudo` disabled.
-    fn evaluate_with(
-        &mut self,
-        model: &[u8],
-        feeds: &[NamedTensor],
-        pseudo: &[String],
-    ) -> Result<Outcome, NoReference> {
-        if let Some(why) = &self.broken {
-            return Err(NoReference::Unavailable(why.clone()));
-        }
-        if self.worker.is_none() {
-            let spec = self.spec.clone().expect("a reference that is not broken has a spec");
-            match Worker::start(spec) {
-                Ok(w) => self.worker = Some(w),
-                Err(e) => {
-                    self.broken = Some(format!("{e:#}"));
-                    return Err(NoReference::NotStarted(format!("{e:#}")));
-                }
-            }
-        }
-        let w = self.worker.as_mut().expect("started");
-        let mut config = Config::level(Level::Disable);
-        config.disabled.extend(pseudo.iter().cloned());
-        let o = w.run(model, feeds, &config);
-        match &o.status {
-            Status::Ok => Ok(o),
-            st => Err(NoReference::Failed { kind: st.kind().to_string(), message: st.message() }),
-        }
-    }
 }
 
 /// A class and why.

@@ -18,6 +18,7 @@ pub mod related;
 pub mod relax;
 pub mod report;
 mod reproduce;
+pub mod semantic;
 pub mod session;
 mod templates;
 mod templates_ortx;
