@@ -30,8 +30,7 @@ impl Entry {
     }
 
     fn faulty(&self) -> String {
-        let t = &self.rec.triage;
-        let faulty: Vec<&str> = t.culprits.iter().filter(|p| !t.enablers.contains(p)).map(String::as_str).collect();
+        let faulty = crate::triage::related::faulty(&self.rec.triage);
         if faulty.is_empty() {
             "(none)".into()
         } else {

@@ -153,21 +153,19 @@ pub fn check_library(
             todo.len()
         );
     }
-    let progress = std::sync::Mutex::new(crate::util::Steps::new("Relax patterns checked", todo.len() as u64));
-    let usable = std::sync::atomic::AtomicUsize::new(0);
+    // (the progress, and how many patterns are usable so far)
+    let progress = std::sync::Mutex::new((crate::util::Steps::new("Relax patterns checked", todo.len() as u64), 0));
     let (reference, all) = (Config::level(Level::Disable), Config::level(Level::All));
     let fresh = pool.map(todo, |w, mut p| {
         let key = crate::util::stable_hash(&p.script);
         let c = check_one(w, &mut p, &probe_bytes, &inputs, &reference, &all);
-        let n = usable.fetch_add((c.verdict == Usability::Usable) as usize, std::sync::atomic::Ordering::Relaxed);
-        progress
-            .lock()
-            .unwrap()
-            .inc(&format!("({} usable; verdicts are cached)", n + (c.verdict == Usability::Usable) as usize));
+        let (steps, usable) = &mut *progress.lock().unwrap();
+        *usable += (c.verdict == Usability::Usable) as usize;
+        steps.inc(&format!("({usable} usable; verdicts are cached)"));
         cache.lock().unwrap().insert(key, c.clone());
         (p, c.verdict)
     });
-    progress.into_inner().unwrap().finish();
+    progress.into_inner().unwrap().0.finish();
     let mut cache = cache.into_inner().unwrap();
     cache.save();
     let mut out = fresh;
