@@ -28,6 +28,7 @@ embeds them all. onnx is imported only for tests that are ONNX models or recipes
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -122,7 +123,10 @@ def load(ex):
     except Exception:  # noqa: BLE001 - whatever failed, the JIT path gives the build its own error
         return ex
     finally:
-        os.unlink(path)  # a loaded library stays mapped
+        # a loaded library stays mapped; a failed export may have removed the file already (a build without
+        # LLVM code exports C sources, which `ld` cannot link): cleanup never raises
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 _FOLD_BUILDS: dict = {}
@@ -232,18 +236,20 @@ PASS_ALIASES = {"DecomposeOps": "DecomposeOpsForInference"}
 
 @tvm.instrument.pass_instrument
 class Recorder:
-    """Records the pipeline passes that ran and those that changed the module. Hashing a module costs ~0.25 ms,
-    so a pass that returns the very same module object did not change it, and the module a pass returns keeps
-    its hash for the next pass. Only the configuration's own passes count (`names`), and only where the
-    configuration calls them: a pass nested in another (FuseTransposeMatmul runs FuseOpsByPattern, FuseOps runs
-    RemoveUnusedParameters) is part of that pass, and leaving the nested one out of a configuration would not
-    stop it."""
+    """Records the pipeline passes that ran and those that changed the module, and the one running now
+    (`running`: the pass in flight when an exception comes out of the pipeline; None between passes). Hashing a
+    module costs ~0.25 ms, so a pass that returns the very same module object did not change it, and the module a
+    pass returns keeps its hash for the next pass. Only the configuration's own passes count (`names`), and only
+    where the configuration calls them: a pass nested in another (FuseTransposeMatmul runs FuseOpsByPattern,
+    FuseOps runs RemoveUnusedParameters) is part of that pass, and leaving the nested one out of a configuration
+    would not stop it."""
 
     def __init__(self, names=NAMES):
         self.names = set(names)
-        self.stack = []
+        self.stack = []  # (name, module before it: None unless a counted pass) of each pass in flight
         self.ran = []
         self.fired = []
+        self.running = None
         self.known = None  # (module, its structural hash)
 
     def _hash(self, mod):
@@ -254,15 +260,24 @@ class Recorder:
         return h
 
     def run_before_pass(self, mod, info):
-        nested = any(m is not None for m in self.stack)
+        nested = any(m is not None for _, m in self.stack)
         name = PASS_ALIASES.get(info.name, info.name)
-        self.stack.append(mod if name in self.names and not nested else None)
+        counted = name in self.names and not nested
+        self.stack.append((name, mod if counted else None))
+        if counted:
+            self.running = name
 
     def run_after_pass(self, mod, info):
-        before = self.stack.pop()
+        name = PASS_ALIASES.get(info.name, info.name)
+        if all(n != name for n, _ in self.stack):
+            return
+        # a nested pass that raised, caught by the pass around it, never came back: its entries go too
+        while self.stack[-1][0] != name:
+            self.stack.pop()
+        before = self.stack.pop()[1]
         if before is None:
             return
-        name = PASS_ALIASES.get(info.name, info.name)
+        self.running = None
         if name not in self.ran:
             self.ran.append(name)
         if before.same_as(mod) or name in self.fired:
@@ -277,13 +292,26 @@ def version() -> str:
 
 def _fault(meta: dict, level: str, fired: list[str]) -> str | None:
     """Test-only misbehaviour (OATEST_TVM_TEST_FAULTS=1): the model's metadata (a module test's `fault`)
-    `oatest.fault` = segfault | wrong, with `oatest.fault.needs` = passes that must all have fired."""
+    `oatest.fault` = segfault | wrong | raise:<pass> (an exception inside that pipeline or inserted pass, after
+    it ran), with `oatest.fault.needs` = passes that must all have fired (before it, for `raise`)."""
     if os.environ.get("OATEST_TVM_TEST_FAULTS") != "1" or level == "disable":
         return None
     needs = [p for p in meta.get("oatest.fault.needs", "").split(";") if p]
     if all(p in fired for p in needs):
         return meta.get("oatest.fault")
     return None
+
+
+def _raising(name: str, inner, fault):
+    """Pass `name` that runs `inner`, then raises when `fault()` (the test's fault then) is `raise:<name>`."""
+
+    def transform(mod, _ctx):
+        out = inner(mod)
+        if fault() == f"raise:{name}":
+            raise RuntimeError(f"oatest injected fault in {name}")
+        return out
+
+    return tvm.transform.module_pass(transform, opt_level=0, name=name)
 
 
 # ONNX dtype codes of the wire format, for when onnx is not installed (a module test's repro.py needs only tvm
@@ -369,10 +397,18 @@ def _call_main(vm, args: list, inserted: str | None) -> list:
     return _flatten(vm["main"](*args))
 
 
+# The start of an error's message when a pass of the configuration (pipeline or inserted, by the name
+# configurations use; never a pass nested in it) raised it: `[raised in FuseOps] TVMError: ...`
+RAISED_IN = "[raised in {}] "
+
+
 def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threads: int = 1) -> dict:
-    """Compiles and runs; returns status ('ok' | 'error'), message, outputs, passes fired and ran."""
+    """Compiles and runs; returns status ('ok' | 'error'), message, outputs, passes fired and ran, and
+    raised_in: the configuration's pass an error was raised in (None otherwise; the message starts with
+    RAISED_IN then)."""
     rec = Recorder()
-    result = {"status": "ok", "message": "", "outputs": [], "fired": rec.fired, "ran": rec.ran}
+    result = {"status": "ok", "message": "", "outputs": [], "fired": rec.fired, "ran": rec.ran, "raised_in": None}
+    recipe = None
     try:
         recipe = json.loads(model_bytes) if model_bytes[:1] == b"{" else None
         if recipe is not None and recipe.get("check_only"):
@@ -386,7 +422,8 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
         strict = recipe is not None and recipe.get("strict", False)
         meta, mod, graph_inputs, out_names = _test(model_bytes, recipe)
     except Exception as e:  # noqa: BLE001 - the frontend refusing a model is an outcome
-        what = "TVMScript" if recipe is not None and recipe.get("kind") == oatest_tvm_reduce.MODULE_KIND else "from_onnx"
+        module_test = recipe is not None and recipe.get("kind") == oatest_tvm_reduce.MODULE_KIND
+        what = "TVMScript" if module_test else "from_onnx"
         result.update(status="error", message=f"{what}: {type(e).__name__}: {e}")
         return result
     try:
@@ -394,7 +431,12 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
         extra = _extra_pass(recipe)
         names = passes_for(level, disabled, extra and extra[0], has_local_functions(mod))
         rec.names = set(names)
-        seq = tvm.transform.Sequential([_make(n, extra) for n in names])
+        passes = [_make(n, extra) for n in names]
+        kind, _, victim = str(meta.get("oatest.fault", "")).partition(":")
+        if kind == "raise" and victim in names:
+            i = names.index(victim)
+            passes[i] = _raising(victim, passes[i], lambda: _fault(meta, level, rec.fired))
+        seq = tvm.transform.Sequential(passes)
         with tvm.transform.PassContext(opt_level=3, instruments=[rec], config={} if strict else PASS_CONFIG), target:
             ex = tvm.compile(mod, target=target, relax_pipeline=seq)
         fault = _fault(meta, level, rec.fired)
@@ -410,5 +452,8 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
             outs = [o + 1 if o.dtype.kind == "f" else o for o in outs]
         result["outputs"] = [_from_numpy(n, a) for n, a in zip(out_names, outs)]
     except Exception as e:  # noqa: BLE001
-        result.update(status="error", message=f"{type(e).__name__}: {str(e)[:4000]}")
+        # the pipeline pass (or inserted pass) in flight when the exception came out, if any: RAISED_IN
+        where = RAISED_IN.format(rec.running) if rec.running else ""
+        message = f"{where}{type(e).__name__}: {str(e)[:4000]}"
+        result.update(status="error", message=message, raised_in=rec.running)
     return result

@@ -17,6 +17,7 @@ still changes the pattern, or why not (`pass_args_note`).
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
@@ -356,6 +357,5 @@ def pytest_sessionfinish(session, exitstatus):
                 total[k] = total.get(k, 0) + v
     with open(path, "w") as f:
         json.dump(total, f, indent=1)
-    current = os.path.join(OUT, "current_test")
-    if os.path.exists(current):
-        os.remove(current)
+    with contextlib.suppress(FileNotFoundError):  # cleanup never raises
+        os.remove(os.path.join(OUT, "current_test"))

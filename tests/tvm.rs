@@ -444,3 +444,24 @@ fn a_pattern_spliced_into_a_host_with_an_if_and_two_functions_runs_at_every_leve
     let j = oracle.judge(&results);
     assert!(j.valid && j.verdicts.is_empty(), "every level agrees with disable: {j:?}");
 }
+
+/// An error raised inside a pass is blamed on that pass, which never reports firing, with the passes that make
+/// what it fails on as its enablers (before, the search named only the enabler FuseOps).
+#[test]
+fn an_error_is_blamed_on_the_pass_it_was_raised_in_and_its_enablers_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.onnx");
+    std::fs::write(&file, chain(&["Relu", "Sigmoid", "Neg"], Some(("raise:FuseTIR", "FuseOps")))).unwrap();
+    let out = dir.path().join("bug");
+    let o = oatest_faulty(&["reduce", file.to_str().unwrap(), "--target", "tvm", "--out", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    let bug = json(&out.join("bug.json"));
+    let t = &bug["triage"];
+    assert_eq!(t["class"], "optimizer", "{bug}");
+    let culprits: BTreeSet<&str> = t["culprits"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert!(culprits.contains("FuseTIR") && culprits.contains("FuseOps"), "{bug}");
+    let enablers: Vec<&str> = t["enablers"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert!(enablers.contains(&"FuseOps") && !enablers.contains(&"FuseTIR"), "{bug}");
+    assert!(t["detail"].as_str().unwrap().starts_with("[raised in FuseTIR] "), "{bug}");
+}

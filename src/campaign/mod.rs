@@ -266,8 +266,8 @@ fn start_triager(
     if !settings.triage || kinds.len() != 1 {
         return Ok(None);
     }
-    let known = crate::triage::known::KnownBugs::load_or_default(settings.known.as_deref())?;
-    let labeler = crate::triage::upstream::Labeler::new(known, &settings.also_ort_libs);
+    let known = crate::report::known::KnownBugs::load_or_default(settings.known.as_deref())?;
+    let labeler = crate::report::upstream::Labeler::new(known, &settings.also_ort_libs);
     let mut spec = WorkerSpec::new(kinds[0].clone())?;
     spec.ort_lib = settings.ort_lib.clone();
     // the triager takes its share of the lanes' time (`--triage-share`: working a share of its time at normal
@@ -309,7 +309,7 @@ fn finish_triage(
     reported += triaged(&t, stats, progress);
     progress.finishing(reported, t.submitted());
     stats.findings_untriaged = left as u64;
-    if let Err(e) = crate::triage::index::write(out) {
+    if let Err(e) = crate::report::index::write(out) {
         progress.note(&format!("cannot write bugs/README.md: {e:#}"));
     }
     if left > 0 {

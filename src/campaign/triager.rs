@@ -7,8 +7,8 @@
 
 use crate::compiler::worker::{Worker, WorkerSpec};
 use crate::oracle::Oracle;
+use crate::report::upstream::Labeler;
 use crate::triage::reduce::Limits;
-use crate::triage::upstream::Labeler;
 use crate::triage::Filed;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -130,8 +130,8 @@ fn serve(
     stop: Arc<AtomicBool>,
 ) -> usize {
     let mut worker: Option<Worker> = None;
-    let mut session =
-        crate::triage::session::Session::new(&run, oracle, limits, true, spec.background).with_labeler(labeler);
+    let filer = Box::new(crate::report::entry::Entries { labeler });
+    let mut session = crate::triage::session::Session::new(&run, oracle, limits, true, spec.background, filer);
     let mut inbox = Inbox { queue: BinaryHeap::new(), arrivals: 0, finishing: false, refused: 0 };
     // findings left to `oatest triage`: those whose worker could not start, and every one after the worker
     // failed to start MAX_START_FAILURES times in a row (the target cannot serve triage in this campaign)

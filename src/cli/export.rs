@@ -1,6 +1,5 @@
 //! `oatest export RUN_DIR`: a campaign's bugs and pass-covering passing tests as a regression suite.
 
-use crate::triage;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -19,7 +18,7 @@ pub struct ExportArgs {
 pub fn run(a: ExportArgs) -> anyhow::Result<()> {
     let campaign = crate::campaign::load_checkpoint(&a.run).ok().map(|(s, _, _)| s.tolerance);
     let tolerance = a.tolerance.over(campaign.unwrap_or_default())?;
-    let e = triage::export::export(&a.run, &a.out, tolerance)?;
+    let e = crate::report::export::export(&a.run, &a.out, tolerance)?;
     for s in &e.skipped {
         eprintln!("skipped: {s}");
     }

@@ -74,13 +74,13 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
     println!("{}: {} under {}", a.model.display(), finding.symptom, finding.config);
     let mut semantic = triage::classify::Semantic::new(false);
     let mut r = Reproducer::new(&mut w, oracle.clone(), finding, Some(&mut semantic));
-    let (t, mut m) = triage::triage(&mut r, a.opts.limits());
-    m.upstream = labeler.label(&r, &t, &m);
+    let (t, m) = triage::triage(&mut r, a.opts.limits());
+    let upstream = labeler.label(&r, &t, &m);
     let out = a
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}-bug", a.model.file_stem().unwrap_or_default().to_string_lossy())));
-    triage::report::write(&out, &mut r, &t, &m, oracle.tolerance, vec![source])?;
+    crate::report::entry::write(&out, &mut r, &t, &m, &upstream, oracle.tolerance, vec![source])?;
     println!("class: {} ({})", t.class, t.class_note);
     println!(
         "culprits: {} [{} in {} runs]; {} -> {} nodes in {} checks{}; {} runs in all",
@@ -93,10 +93,10 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
         if t.confirmed { "" } else { " (NOT confirmed)" },
         t.runs
     );
-    println!("upstream: {}", m.upstream.known_label());
-    if !m.upstream.versions.is_empty() {
-        let fixed = m.upstream.fixed_upstream.as_ref().map(|v| format!(" (fixed upstream in {v})")).unwrap_or_default();
-        println!("affected versions: {}{fixed}", m.upstream.versions_line());
+    println!("upstream: {}", upstream.known_label());
+    if !upstream.versions.is_empty() {
+        let fixed = upstream.fixed_upstream.as_ref().map(|v| format!(" (fixed upstream in {v})")).unwrap_or_default();
+        println!("affected versions: {}{fixed}", upstream.versions_line());
     }
     println!("wrote {}", out.display());
     Ok(())

@@ -5,10 +5,10 @@ use super::tolerance::ToleranceArgs;
 use crate::compiler::worker::{Worker, WorkerSpec};
 use crate::compiler::TargetKind;
 use crate::oracle::{Oracle, Tolerance};
+use crate::report::known::KnownBugs;
+use crate::report::upstream::Labeler;
 use crate::triage;
-use crate::triage::known::KnownBugs;
 use crate::triage::reduce::Limits;
-use crate::triage::upstream::Labeler;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -100,8 +100,8 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
     a.opts = a.opts.with_campaign(&a.run);
     let mut workers: std::collections::BTreeMap<String, Worker> = Default::default();
     let oracle = Oracle { tolerance: a.opts.tolerance()? };
-    let mut session = triage::session::Session::new(&a.run, oracle.clone(), a.opts.limits(), !a.again, false)
-        .with_labeler(a.opts.labeler()?);
+    let filer = Box::new(crate::report::entry::Entries { labeler: a.opts.labeler()? });
+    let mut session = triage::session::Session::new(&a.run, oracle.clone(), a.opts.limits(), !a.again, false, filer);
     let (mut done, mut new) = (0, 0);
     for dir in &dirs {
         let target = crate::finding::load_meta(dir).map(|m| m.target).unwrap_or_default();
@@ -140,7 +140,7 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
     println!(
         "triaged {done} findings: {new} new entries (bugs/ holds optimizer bugs; other classes have their own folders)"
     );
-    let listed = triage::index::write(&a.run)?;
+    let listed = crate::report::index::write(&a.run)?;
     println!("index of {listed} entries by class and culprit: {}", a.run.join("bugs/README.md").display());
     crate::report::page::write(&a.run, false)?;
     println!("campaign page: {}", a.run.join("index.html").display());
@@ -149,7 +149,7 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
 
 /// ` [known: <link> (status)]` and ` [fixed upstream in X]` for a filed entry, from its bug.json.
 fn upstream_note(bug_dir: &str) -> String {
-    let Ok(rec) = triage::record::read(std::path::Path::new(bug_dir)) else { return String::new() };
+    let Ok(rec) = crate::report::record::read(std::path::Path::new(bug_dir)) else { return String::new() };
     let mut s = String::new();
     if rec.upstream.known.is_some() {
         s += &format!(" [{}]", rec.upstream.known_label());

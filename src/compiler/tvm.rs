@@ -175,6 +175,15 @@ pub fn hostable_pass(pass: &str) -> bool {
     !UNHOSTED.get_or_init(|| Pipeline::embedded().unhosted).iter().any(|p| p == pass)
 }
 
+/// The configuration pass a runner error was raised in: the runner's PassInstrument names the outermost pipeline
+/// or inserted pass running when the exception came out, as the message's prefix `[raised in PASS] `.
+pub fn raised_in(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("[raised in ")?;
+    let end = rest.find("] ")?;
+    let name = &rest[..end];
+    (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some(name)
+}
+
 #[cfg(feature = "tvm")]
 pub use embedded::TvmTarget;
 
@@ -226,6 +235,15 @@ mod embedded {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_pass_an_error_was_raised_in_is_read_from_its_prefix() {
+        let m = "[raised in FuseTIR] TVMError: Tensor constants are not supported";
+        assert_eq!(super::raised_in(m), Some("FuseTIR"));
+        assert_eq!(super::raised_in("TVMError: [raised in FuseTIR] x"), None);
+        assert_eq!(super::raised_in("[raised in a b] x"), None);
+        assert_eq!(super::raised_in("[raised in ] x"), None);
+    }
+
     #[test]
     fn the_bundle_defines_every_runner_module_in_order() {
         let bundle = super::runner_bundle();

@@ -4,6 +4,7 @@
 //! tests whose inconsistencies a re-run did not confirm, kept with every run.
 
 pub mod exemplars;
+pub mod record;
 pub mod signature;
 
 use crate::case::Test;

@@ -3,8 +3,8 @@
 //! passes fired, the table of entries by class (findings, versions, known issues), and each entry's report with
 //! its minimized graph drawn. Re-written while the campaign runs (the page then reloads itself every 30 s).
 
+use super::record::BugRecord;
 use crate::triage::classify::Class;
-use crate::triage::record::BugRecord;
 use base64::Engine as _;
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -30,7 +30,7 @@ impl Entry {
     }
 
     fn faulty(&self) -> String {
-        let faulty = crate::triage::related::faulty(&self.rec.triage);
+        let faulty = super::related::faulty(&self.rec.triage);
         if faulty.is_empty() {
             "(none)".into()
         } else {
@@ -53,7 +53,7 @@ fn render(run: &Path, live: bool) -> anyhow::Result<String> {
         Err(_) => Value::Null,
     };
     let entries = entries(run);
-    let counted = crate::triage::index::counted_by_entry(run);
+    let counted = super::index::counted_by_entry(run);
     let title = format!(
         "oatest: {} {} campaign, seed {}",
         stats["target"].as_str().unwrap_or("?"),
@@ -86,7 +86,7 @@ fn entries(run: &Path) -> Vec<Entry> {
             .flatten()
             .flatten()
             .filter_map(|e| {
-                let rec = crate::triage::record::read(&e.path()).ok()?;
+                let rec = super::record::read(&e.path()).ok()?;
                 Some(Entry { class, name: e.file_name().to_string_lossy().into_owned(), rec })
             })
             .collect();

@@ -19,10 +19,16 @@ pub struct Split {
 }
 
 impl Reproducer<'_> {
-    /// Splits `culprits` of `case` into faulty passes and enablers. With fewer than two culprits, on a target
-    /// that cannot save its graph, or when no culprit is an enabler, all are faulty; at least one stays faulty.
+    /// Splits `culprits` of `case` into faulty passes and enablers. The pass an error was raised in (TVM) is the
+    /// faulty one, the others its enablers. Otherwise, with fewer than two culprits, on a target that cannot save
+    /// its graph, or when no culprit is an enabler, all are faulty; at least one stays faulty.
     pub fn split_enablers(&mut self, case: &Case, culprits: &[String]) -> Split {
         let all = Split { faulty: culprits.to_vec(), enablers: Vec::new(), runs: 0 };
+        // the pass an error was raised in is the faulty one: the other culprits make what it fails on
+        if let Some(p) = self.raised_in().filter(|p| culprits.contains(p)) {
+            let enablers = culprits.iter().filter(|c| **c != p).cloned().collect();
+            return Split { faulty: vec![p], enablers, runs: 0 };
+        }
         if culprits.len() < 2 || self.finding.target != "ort" || self.finding.relax.is_some() {
             return all;
         }

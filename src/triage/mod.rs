@@ -1,33 +1,22 @@
-//! Triage: for one finding, the culprit passes (delta debugging of the pass set), the smallest model that
-//! still shows the same symptom with the same culprits (graph reduction), the bug signature, and the bug
-//! directory with its report and standalone reproducer (`report`); regression suites from bugs (`export`).
+//! Triage: for one finding, the culprit passes (delta debugging of the pass set), its class (which side is
+//! wrong), the smallest model that still shows the same symptom with the same culprits (graph reduction) and
+//! the bug signature. What it learned is handed to a [`Filer`]: the report floor (`crate::report`) writes the
+//! entry's directory; triage itself writes only the finding's triage.json.
 
 pub mod classify;
 pub mod conditioning;
 pub mod dd;
 mod enablers;
-pub mod export;
-pub mod index;
-pub mod known;
-mod levels;
 mod load;
-pub mod record;
 pub mod reduce;
 mod reduce_cf;
-pub mod related;
 pub mod relax;
-pub mod report;
 mod reproduce;
 pub mod semantic;
 pub mod session;
-mod templates;
-mod templates_ortx;
-mod tracker;
-pub mod upstream;
-mod words;
 
 pub use load::{Finding, RelaxTest};
-pub use reproduce::Reproducer;
+pub use reproduce::{crash_kind, Reproducer};
 
 use crate::compiler::worker::Worker;
 use crate::compiler::{Outcome, Status};
@@ -95,8 +84,19 @@ pub struct Minimized {
     pub shown: Option<Outcome>,
     /// The run with the culprits disabled (what disabling them changes).
     pub without: Option<Outcome>,
-    /// The known upstream issue it matches and the affected versions ([`upstream::Labeler`]).
-    pub upstream: upstream::Upstream,
+}
+
+/// Where triage hands a triaged finding: files it in `folder` (its class's folder of the run), possibly under
+/// another signature (an entry of the same bug; `t.signature` is then updated), and says where and whether
+/// the entry is new. Implemented one floor up, by the report writer.
+pub trait Filer: Send {
+    fn file(
+        &mut self,
+        folder: &Path,
+        r: &mut Reproducer,
+        t: &mut Triaged,
+        m: &Minimized,
+    ) -> anyhow::Result<(std::path::PathBuf, bool)>;
 }
 
 /// Culprits, then reduction, then the signature of one finding.
@@ -191,7 +191,8 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     };
     let max_diff = verdict.as_ref().and_then(|v| v.max_diff);
     let (class, class_note) = class_of(r, &case, &c, confirmed, reference.as_ref(), shown.as_ref());
-    let enablers = if confirmed { r.split_enablers(&case, &culprits).enablers } else { Vec::new() };
+    let enablers =
+        if confirmed || r.raised_in().is_some() { r.split_enablers(&case, &culprits).enablers } else { vec![] };
     let detail = match (verdict, &shown) {
         (Some(v), _) => v.detail,
         (None, Some(b)) if b.status != Status::Ok => b.status.message(),
@@ -221,16 +222,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         runs: r.runs,
         timeout_ms: r.worker.timeout().as_millis() as u64,
     };
-    let m = Minimized {
-        case,
-        model_bytes,
-        pattern_needed,
-        relax: relaxed,
-        reference,
-        shown,
-        without,
-        upstream: Default::default(),
-    };
+    let m = Minimized { case, model_bytes, pattern_needed, relax: relaxed, reference, shown, without };
     (t, m)
 }
 
@@ -309,10 +301,9 @@ pub struct Filed {
     pub triage: Triaged,
 }
 
-/// Triages a campaign finding directory and files it under the run directory `run`, in its class's folder
-/// (`bugs/<signature>/` for optimizer bugs, `reference/<signature>/`, ...), labeled by `labeler` (known upstream
-/// issue, affected versions); writes `triage.json` into the finding directory (so a resumed triage skips it).
-/// `Ok(None)` for findings without a pass set (cross-target).
+/// Triages a campaign finding directory and hands it to `filer` with its class's folder of the run directory
+/// `run` (`bugs/` for optimizer bugs, `reference/`, ...); writes `triage.json` into the finding directory (so a
+/// resumed triage skips it). `Ok(None)` for findings without a pass set (cross-target).
 pub fn triage_dir(
     dir: &Path,
     run: &Path,
@@ -320,20 +311,13 @@ pub fn triage_dir(
     semantic: &mut Semantic,
     oracle: Oracle,
     limits: Limits,
-    labeler: &mut upstream::Labeler,
+    filer: &mut dyn Filer,
 ) -> anyhow::Result<Option<Filed>> {
     let Some(finding) = Finding::load(dir)? else { return Ok(None) };
-    let mut r = Reproducer::new(worker, oracle.clone(), finding, Some(semantic));
-    let (mut t, mut m) = triage(&mut r, limits);
-    m.upstream = labeler.label(&r, &t, &m);
+    let mut r = Reproducer::new(worker, oracle, finding, Some(semantic));
+    let (mut t, m) = triage(&mut r, limits);
     let folder = run.join(t.class.folder());
-    // one bug seen with another culprit set joins its entry
-    if let Some(sig) = related::find(&folder, &r.finding.target, r.finding.symptom, &t) {
-        let note = format!("filed with {sig}: same symptom and passes {}", related::key_passes(&t).join(" + "));
-        t.dd_note = Some(t.dd_note.map_or(note.clone(), |n| format!("{n}; {note}")));
-        t.signature = sig;
-    }
-    let (bug_dir, new_bug) = report::file(&folder, &mut r, &t, &m, oracle.tolerance)?;
+    let (bug_dir, new_bug) = filer.file(&folder, &mut r, &mut t, &m)?;
     let filed = Filed { signature: t.signature.clone(), bug_dir: bug_dir.display().to_string(), new_bug, triage: t };
     crate::finding::write_triaged(dir, &filed)?;
     Ok(Some(filed))

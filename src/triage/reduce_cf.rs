@@ -325,14 +325,6 @@ mod tests {
     }
 
     #[test]
-    fn reports_list_the_bodies_under_their_node() {
-        let list = super::super::words::node_list(&if_case().model);
-        assert!(list.contains("o = If(cond)"), "{list}");
-        assert!(list.contains("\n  then_branch:\n    r = Relu(a)\n    s = Sigmoid(r)\n"), "{list}");
-        assert!(list.contains("\n    output t: float32[2,3]"), "{list}");
-    }
-
-    #[test]
     fn a_bug_in_a_branch_that_needs_no_control_flow_ends_flat() {
         let mut check = |c: &Case| {
             let mut v = Vec::new();

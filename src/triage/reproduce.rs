@@ -19,7 +19,7 @@ fn rules_of(pass: &str) -> &'static [&'static str] {
 }
 
 /// How a crash died, from its message: `signal N`, or the normalized message of another abnormal end.
-pub(crate) fn crash_kind(message: &str) -> String {
+pub fn crash_kind(message: &str) -> String {
     match message.strip_prefix("killed by signal ") {
         Some(rest) => format!("signal {}", rest.split_whitespace().next().unwrap_or_default()),
         None => crate::finding::signature::normalize(message.lines().next().unwrap_or_default()),
@@ -129,7 +129,8 @@ impl<'w> Reproducer<'w> {
         c
     }
 
-    pub(super) fn run(&mut self, model: &[u8], feeds: &[NamedTensor], config: &Config) -> Outcome {
+    /// Runs `model` under `config` with the finding's worker, counting the run.
+    pub fn run(&mut self, model: &[u8], feeds: &[NamedTensor], config: &Config) -> Outcome {
         self.runs += 1;
         self.worker.run(model, feeds, config)
     }
@@ -200,7 +201,21 @@ impl<'w> Reproducer<'w> {
         let reference = (self.finding.symptom == Symptom::Inconsistency)
             .then(|| self.run(&model, &feeds, &self.finding.reference.clone()));
         let c = self.pass_culprits(&model, &feeds, reference.as_ref());
-        self.rule_culprits(c, &model, &feeds, reference.as_ref())
+        let mut c = self.rule_culprits(c, &model, &feeds, reference.as_ref());
+        // the pass the error was raised in is the faulty one, whatever else its structure needs (the enablers);
+        // a pass that raises never reports that it fired, so the search may not have named it
+        if let Some(p) = self.raised_in().filter(|p| !c.passes.contains(p)) {
+            let note = format!("raised in {p} (the runner's pass at the error), which never reports firing");
+            c.note = Some(c.note.map_or(note.clone(), |n| format!("{n}; {note}")));
+            c.passes.insert(0, p);
+        }
+        c
+    }
+
+    /// The configuration pass the finding's error was raised in, when the target names it (TVM's runner).
+    pub fn raised_in(&self) -> Option<String> {
+        let raised = crate::compiler::tvm::raised_in(&self.finding.message);
+        raised.filter(|_| self.finding.symptom == Symptom::Error).map(str::to_string)
     }
 
     /// A rule-based container (ORT's `Level1_RuleBasedTransformer`, ...) among the culprits stands for ~20

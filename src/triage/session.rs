@@ -8,9 +8,9 @@
 
 use super::classify::Semantic;
 use super::reduce::Limits;
-use super::upstream::Labeler;
-use super::{record, triage_dir, Filed, Finding, Reproducer};
+use super::{triage_dir, Filed, Filer, Finding, Reproducer};
 use crate::compiler::worker::Worker;
+use crate::finding::record;
 use crate::oracle::{Oracle, Symptom};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -26,15 +26,22 @@ pub struct Session {
     /// (source key, key passes) -> the entry of the first finding with both.
     by_key: HashMap<String, Filed>,
     by_key_passes: HashMap<(String, Vec<String>), Filed>,
-    /// Labels new entries with what upstream knows (known issue, affected versions).
-    labeler: Labeler,
+    /// Files what a full triage learned (the report floor's entry writer).
+    filer: Box<dyn Filer>,
 }
 
 impl Session {
     /// A session over the run directory `run`; with `known`, it knows the entries its already triaged findings
     /// made (else every signature's first finding is triaged again). `background`: the semantic reference only
-    /// takes CPU time others leave.
-    pub fn new(run: &Path, oracle: Oracle, limits: Limits, known: bool, background: bool) -> Session {
+    /// takes CPU time others leave. `filer` files what a full triage learns.
+    pub fn new(
+        run: &Path,
+        oracle: Oracle,
+        limits: Limits,
+        known: bool,
+        background: bool,
+        filer: Box<dyn Filer>,
+    ) -> Session {
         let mut entries: HashMap<String, Vec<(usize, Filed)>> = HashMap::new();
         let triaged = if known { crate::finding::finding_dirs(run, false).unwrap_or_default() } else { Vec::new() };
         let mut by_key: HashMap<String, Filed> = HashMap::new();
@@ -51,15 +58,8 @@ impl Session {
                 *e = filed;
             }
         }
-        let labeler = Labeler::default();
         let semantic = Semantic::new(background);
-        Session { run: run.to_path_buf(), oracle, limits, semantic, entries, by_key, by_key_passes, labeler }
-    }
-
-    /// Labels the entries it files with `labeler` (known upstream issues, other ORT builds).
-    pub fn with_labeler(mut self, labeler: Labeler) -> Session {
-        self.labeler = labeler;
-        self
+        Session { run: run.to_path_buf(), oracle, limits, semantic, entries, by_key, by_key_passes, filer }
     }
 
     /// Triages one finding directory (attached, or in full) and writes its `triage.json`. `Ok(None)` for
@@ -96,7 +96,7 @@ impl Session {
             }
         }
         let (oracle, limits) = (self.oracle.clone(), self.limits);
-        let filed = triage_dir(dir, &self.run, worker, &mut self.semantic, oracle, limits, &mut self.labeler)?;
+        let filed = triage_dir(dir, &self.run, worker, &mut self.semantic, oracle, limits, self.filer.as_mut())?;
         if let Some(f) = &filed {
             count(self.entries.entry(coarse).or_default(), f);
             self.remember(both, f);

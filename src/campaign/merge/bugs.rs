@@ -5,8 +5,8 @@
 //! know.
 
 use super::{copy_tree, subdirs, Input, Report};
-use crate::triage::record;
-use crate::util::{replace_dir_atomic, write_atomic};
+use crate::finding::record;
+use crate::util::replace_dir_atomic;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -95,14 +95,13 @@ fn merge_one(cands: &[Candidate], dst: &Path, class: &str, report: &mut Report) 
     }
     let mut want = best.record.clone();
     want["findings"] = Value::Array(findings);
-    let text = serde_json::to_string_pretty(&want)?;
     let current: Option<Value> = record::read_raw(dst).ok().map(|(_, v)| v);
     let same_representative = current
         .as_ref()
         .is_some_and(|c| c["representative"] == best.record["representative"] && c["triage"] == best.record["triage"]);
     if same_representative {
         if current.as_ref() != Some(&want) {
-            write_atomic(&dst.join(record::FILE), text.as_bytes())?;
+            record::write(dst, &want)?;
             report.updated += 1;
         }
         return Ok(());
@@ -114,7 +113,7 @@ fn merge_one(cands: &[Candidate], dst: &Path, class: &str, report: &mut Report) 
         if now != best.text {
             return Err(Changed.into());
         }
-        std::fs::write(tmp.join(record::FILE), &text)?;
+        record::write(tmp, &want)?;
         Ok(())
     });
     match copied {

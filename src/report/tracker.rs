@@ -7,13 +7,20 @@
 use super::levels::Levels;
 use super::record::files;
 use super::words::*;
-use super::{Finding, Minimized, Triaged};
 use crate::compiler::Status;
 use crate::oracle::{Hints, Tolerance};
+use crate::triage::{Finding, Minimized, Triaged};
 use std::fmt::Write as _;
 
 /// report.md: the tracker's template first, oatest's detail below.
-pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolerance: Tolerance) -> String {
+pub fn markdown(
+    f: &Finding,
+    t: &Triaged,
+    m: &Minimized,
+    upstream: &super::upstream::Upstream,
+    levels: &Levels,
+    tolerance: Tolerance,
+) -> String {
     let culprits = faulty(t);
     let mut s = format!("# {}: {} after {culprits} on {}\n\n", target_title(f), what(f, t), test_words(f, t, m));
     if !t.confirmed {
@@ -21,7 +28,7 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolera
             "> **Not confirmed:** the symptom did not re-occur on the last check; the model is the original.\n\n",
         );
     }
-    s.push_str(&upstream_lines(m));
+    s.push_str(&upstream_lines(upstream));
     let body = match f.target.as_str() {
         "ort" => super::templates::ort(f, t, m, levels, tolerance),
         crate::compiler::ortx::NAME => super::templates_ortx::ortx(f, t, m, levels, tolerance),
@@ -33,8 +40,7 @@ pub fn markdown(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolera
 }
 
 /// What upstream knows ([`super::upstream`]): the known issue it matches, the versions it was re-run with.
-fn upstream_lines(m: &Minimized) -> String {
-    let u = &m.upstream;
+fn upstream_lines(u: &super::upstream::Upstream) -> String {
     let mut s = String::new();
     if let Some(k) = &u.known {
         let title = if k.title.is_empty() { String::new() } else { format!(": {}", k.title) };

@@ -1,17 +1,45 @@
 //! Bug directories: `bugs/<signature>/` with the minimized test (model.onnx, or recipe.json for TVM), the
 //! original, inputs and reference outputs as TensorProto files, report.md in the tracker's template
 //! (`tracker`, `templates`; its results per level measured as it is written, `levels`), repro.py (ORT, TVM) and
-//! bug.json.
+//! bug.json. [`Entries`] is triage's [`Filer`]: it labels an entry with what upstream knows and joins a bug
+//! seen with another culprit set to its entry (`related`) before writing.
 //! One directory per signature: a later finding with the same signature is counted, and replaces the
 //! representative only when its minimized model is smaller.
 
 use super::record::{add_finding, files, BugRecord};
-use super::{Finding, Minimized, Reproducer, Triaged};
+use super::upstream::{Labeler, Upstream};
 use crate::compiler::{inputs, Status};
 use crate::oracle::{Symptom, Tolerance};
+use crate::triage::{Filer, Finding, Minimized, Reproducer, Triaged};
 use crate::util::write_atomic;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
+
+/// Triage's filer: entries written under the class folders of a run, labeled by `labeler`.
+pub struct Entries {
+    pub labeler: Labeler,
+}
+
+impl Filer for Entries {
+    fn file(
+        &mut self,
+        folder: &Path,
+        r: &mut Reproducer,
+        t: &mut Triaged,
+        m: &Minimized,
+    ) -> anyhow::Result<(PathBuf, bool)> {
+        let upstream = self.labeler.label(r, t, m);
+        // one bug seen with another culprit set joins its entry
+        if let Some(sig) = super::related::find(folder, &r.finding.target, r.finding.symptom, t) {
+            let note =
+                format!("filed with {sig}: same symptom and passes {}", super::related::key_passes(t).join(" + "));
+            t.dd_note = Some(t.dd_note.take().map_or(note.clone(), |n| format!("{n}; {note}")));
+            t.signature = sig;
+        }
+        let tolerance = r.oracle.tolerance;
+        file(folder, r, t, m, &upstream, tolerance)
+    }
+}
 
 /// Files a triaged finding under `bugs/<signature>/`; returns the directory and whether the bug is new.
 pub fn file(
@@ -19,19 +47,20 @@ pub fn file(
     r: &mut Reproducer,
     t: &Triaged,
     m: &Minimized,
+    upstream: &Upstream,
     tolerance: Tolerance,
 ) -> anyhow::Result<(PathBuf, bool)> {
     let dir = bugs.join(&t.signature);
-    if super::record::exists(&dir) {
+    if crate::finding::record::exists(&dir) {
         let rec = add_finding(&dir, &r.finding.source)?;
         if t.confirmed && (!rec.triage.confirmed || t.nodes < rec.triage.nodes) {
-            write(&dir, r, t, m, tolerance, rec.findings)?;
+            write(&dir, r, t, m, upstream, tolerance, rec.findings)?;
         }
         super::related::note_culprits(&dir, t)?;
         return Ok((dir, false));
     }
     let source = r.finding.source.clone();
-    write(&dir, r, t, m, tolerance, vec![source])?;
+    write(&dir, r, t, m, upstream, tolerance, vec![source])?;
     super::related::note_culprits(&dir, t)?;
     Ok((dir, true))
 }
@@ -43,6 +72,7 @@ pub fn write(
     r: &mut Reproducer,
     t: &Triaged,
     m: &Minimized,
+    upstream: &Upstream,
     tolerance: Tolerance,
     findings: Vec<String>,
 ) -> anyhow::Result<()> {
@@ -71,12 +101,12 @@ pub fn write(
     }
     inputs::write(dir, "input", &m.case.feeds)?;
     if let Some(red) = &m.relax {
-        super::relax::write_files(dir, red)?;
+        crate::triage::relax::write_files(dir, red)?;
     }
     if let Some(r) = m.reference.as_ref().filter(|r| r.status == Status::Ok) {
         inputs::write(dir, "output", &r.outputs)?;
     }
-    write_atomic(&dir.join("report.md"), super::tracker::markdown(f, t, m, &levels, tolerance).as_bytes())?;
+    write_atomic(&dir.join("report.md"), super::tracker::markdown(f, t, m, upstream, &levels, tolerance).as_bytes())?;
     if ["ort", "tvm", crate::compiler::ortx::NAME].contains(&f.target.as_str()) {
         write_atomic(&dir.join("repro.py"), repro_py(f, t, m, tolerance)?.as_bytes())?;
     }
@@ -89,9 +119,9 @@ pub fn write(
         findings,
         // a new representative keeps the culprit sets seen so far
         culprit_sets: super::record::read(dir).map(|rec| rec.culprit_sets).unwrap_or_default(),
-        upstream: m.upstream.clone(),
+        upstream: upstream.clone(),
     };
-    super::record::write(dir, &rec)
+    crate::finding::record::write(dir, &rec)
 }
 
 /// repro.py: the template in python/ with this bug's parameters (for TVM after oatest's Relax runner).

@@ -2,9 +2,9 @@
 //! every optimization level of its target (each compared with the unoptimized run), and ONNX's semantic
 //! reference (onnx.reference) on it; rendered as the report's table of results per level.
 
-use super::{Minimized, Reproducer};
 use crate::compiler::{Config, Level, Outcome, Status};
 use crate::oracle::{Hints, Tolerance};
+use crate::triage::{Minimized, Reproducer};
 use std::fmt::Write as _;
 
 /// The minimized test's runs at every level (the first is the unoptimized one), and the semantic reference's.
@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 pub struct Levels {
     pub runs: Vec<Outcome>,
     /// onnx.reference on the minimized model (None: not asked, e.g. a Relax recipe or no reference at hand).
-    pub semantic: Option<Result<Outcome, super::classify::NoReference>>,
+    pub semantic: Option<Result<Outcome, crate::triage::classify::NoReference>>,
 }
 
 /// The levels a target's reports show: ORT's four (and TVM's pipeline levels), else the target's defaults.

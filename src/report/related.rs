@@ -9,11 +9,11 @@
 //! broken graph rather than break it), or every faulty pass when only rewiring ones are left. A related
 //! finding is filed into the existing entry, whose bug.json lists every culprit set seen (`culprit_sets`).
 
-use super::classify::Class;
 use super::record::BugRecord;
-use super::Triaged;
 use crate::finding::signature::error_kind;
 use crate::oracle::Symptom;
+use crate::triage::classify::Class;
+use crate::triage::Triaged;
 use std::path::Path;
 
 /// ORT passes that rewire consumers to another value (or merge equal values) and change no computation.
@@ -59,7 +59,7 @@ pub fn related(rec: &BugRecord, target: &str, symptom: Symptom, t: &Triaged) -> 
     // known to be one), hangs only their culprits
     let same_failure = match symptom {
         Symptom::Error => error_kind(&e.detail) == error_kind(&t.detail),
-        Symptom::Crash => super::reproduce::crash_kind(&e.detail) == super::reproduce::crash_kind(&t.detail),
+        Symptom::Crash => crate::triage::crash_kind(&e.detail) == crate::triage::crash_kind(&t.detail),
         Symptom::Inconsistency | Symptom::Hang => false,
     };
     if !same_failure {
@@ -103,7 +103,7 @@ pub fn note_culprits(dir: &Path, t: &Triaged) -> anyhow::Result<()> {
         }
     }
     if changed {
-        super::record::write(dir, &rec)?;
+        crate::finding::record::write(dir, &rec)?;
     }
     Ok(())
 }

@@ -1,12 +1,12 @@
 //! What reports say, shared by the trackers' templates (`tracker`, `templates`, `templates_ortx`) and the
 //! upstream labels: the platform, the bug in words, expected and actual results, and the model as a node list.
 
-use super::classify::Class;
 use super::levels::Levels;
-use super::{Finding, Minimized, Triaged};
 use crate::compiler::{Outcome, Status};
 use crate::graph::{Attr, Model};
 use crate::oracle::{Hints, Symptom, Tolerance};
+use crate::triage::classify::Class;
+use crate::triage::{Finding, Minimized, Triaged};
 use std::fmt::Write as _;
 
 /// The machine a report is written on, as the trackers' templates ask for it.
@@ -121,7 +121,7 @@ pub(super) fn test_words(f: &Finding, t: &Triaged, m: &Minimized) -> String {
 /// The minimized test's recipe, when it still is one.
 pub(super) fn recipe(f: &Finding, m: &Minimized) -> Option<serde_json::Value> {
     match &f.relax {
-        Some(super::load::RelaxTest::Recipe(r)) if m.pattern_needed => serde_json::to_value(r).ok(),
+        Some(crate::triage::RelaxTest::Recipe(r)) if m.pattern_needed => serde_json::to_value(r).ok(),
         _ => None,
     }
 }
@@ -254,5 +254,39 @@ fn attr(a: &Attr) -> String {
         Attr::Strings(v) => format!("{} strings", v.len()),
         Attr::Graph(g) => format!("graph '{}' ({} nodes)", g.name, g.node_count()),
         Attr::Opaque(_) => "<graphs or other>".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::graph::{Attr, DType, Graph, Model, Node, OpId, TensorType};
+
+    fn unary(op: &str, x: &str, y: &str) -> Node {
+        Node::new(format!("{y}_{op}"), OpId::onnx(op), vec![x.into()], vec![y.into()])
+    }
+
+    #[test]
+    fn reports_list_the_bodies_under_their_node() {
+        let ty = TensorType::new(DType::F32, &[2, 3]);
+        let mut then = Graph::new("then");
+        then.add_node(unary("Relu", "a", "r")).unwrap();
+        then.add_node(unary("Sigmoid", "r", "s")).unwrap();
+        then.add_output("s", ty.clone());
+        let mut els = Graph::new("else");
+        els.add_node(unary("Tanh", "x", "t")).unwrap();
+        els.add_output("t", ty.clone());
+        let mut g = Graph::new("g");
+        g.add_input("x", ty.clone());
+        g.add_input("cond", TensorType::new(DType::Bool, &[]));
+        g.add_node(unary("Abs", "x", "a")).unwrap();
+        let node = Node::new("if", OpId::onnx("If"), vec!["cond".into()], vec!["o".into()])
+            .with_attr("then_branch", Attr::Graph(Box::new(then)))
+            .with_attr("else_branch", Attr::Graph(Box::new(els)));
+        g.add_node(node).unwrap();
+        g.add_output("o", ty);
+        let list = super::node_list(&Model::new(g));
+        assert!(list.contains("o = If(cond)"), "{list}");
+        assert!(list.contains("\n  then_branch:\n    r = Relu(a)\n    s = Sigmoid(r)\n"), "{list}");
+        assert!(list.contains("\n    output t: float32[2,3]"), "{list}");
     }
 }

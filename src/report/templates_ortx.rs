@@ -2,12 +2,12 @@
 //! `optimize_model` does with the minimized model, the culprit fusions and their FusionOptions switches, and a
 //! snippet that shows it with onnx and onnxruntime alone.
 
-use super::classify::Class;
 use super::templates::{doing, ort_environment, responsible, results};
 use super::words::{faulty, node_list, reference_is_right, without_words};
-use super::{Finding, Minimized, Triaged};
 use crate::compiler::{ortx, Config, Level};
 use crate::oracle::Tolerance;
+use crate::triage::classify::Class;
+use crate::triage::{Finding, Minimized, Triaged};
 use std::fmt::Write as _;
 
 /// The optimizer's model type for the minimized model (configuration option, else the model's metadata).

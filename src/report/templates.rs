@@ -2,14 +2,14 @@
 //! reports follow too, without TVM's labels). Shared pieces (titles, the results per level, the verdicts) are in
 //! `tracker`.
 
-use super::classify::Class;
 use super::levels::{ort_level, table, Levels};
 use super::words::{
     expected_actual, faulty, node_list, recipe, reference_is_right, semantic_words, without_words, Platform,
 };
-use super::{Finding, Minimized, Triaged};
 use crate::compiler::Config;
 use crate::oracle::{Symptom, Tolerance};
+use crate::triage::classify::Class;
+use crate::triage::{Finding, Minimized, Triaged};
 use std::fmt::Write as _;
 
 /// The names ORT must be told to disable `passes` under (a transformer that runs a second instance for the
@@ -246,7 +246,7 @@ pub fn tvm(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolerance: 
                 red.case.summary.bindings,
                 red.original_bindings,
                 from.unwrap_or_else(|| "?".into()),
-                super::relax::shown(&red.case.test.script).trim()
+                crate::triage::relax::shown(&red.case.test.script).trim()
             );
         }
         (None, Some(recipe)) => {

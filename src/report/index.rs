@@ -2,8 +2,8 @@
 //! culprit, with its symptom, size, how many findings it stands for, whether it is a known upstream issue and
 //! the ORT version that fixed it (when other builds were checked), linked to its directory.
 
-use super::classify::Class;
 use super::record::BugRecord;
+use crate::triage::classify::Class;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -87,7 +87,8 @@ pub fn counted_by_entry(run: &Path) -> HashMap<(String, String), u64> {
     let mut entry_of: HashMap<String, (String, String)> = HashMap::new();
     if !counted.is_empty() {
         for dir in crate::finding::finding_dirs(run, false).unwrap_or_default() {
-            let (Ok(meta), Some(filed)) = (crate::finding::load_meta(&dir), super::session::load_filed(&dir)) else {
+            let (Ok(meta), Some(filed)) = (crate::finding::load_meta(&dir), crate::triage::session::load_filed(&dir))
+            else {
                 continue;
             };
             // finding directories come in test-id order: the first triaged exemplar of a key wins

@@ -4,10 +4,10 @@
 //! given build no longer shows it.
 
 use super::known::{Facts, Known, KnownBugs};
-use super::{Minimized, Reproducer, Triaged};
 use crate::compiler::worker::Worker;
 use crate::compiler::{Config, Status};
 use crate::triage::dd::Probe;
+use crate::triage::{Minimized, Reproducer, Triaged};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

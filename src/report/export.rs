@@ -103,7 +103,7 @@ pub fn export(run: &Path, out: &Path, tolerance: Tolerance) -> anyhow::Result<Ex
     let mut cases = BTreeMap::new();
     let mut skipped = Vec::new();
     for bug in dirs(&run.join("bugs")) {
-        if !super::record::exists(&bug) {
+        if !crate::finding::record::exists(&bug) {
             continue;
         }
         let rec = super::record::read(&bug)?;
