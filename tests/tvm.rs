@@ -465,3 +465,81 @@ fn an_error_is_blamed_on_the_pass_it_was_raised_in_and_its_enablers_named() {
     assert!(enablers.contains(&"FuseOps") && !enablers.contains(&"FuseTIR"), "{bug}");
     assert!(t["detail"].as_str().unwrap().starts_with("[raised in FuseTIR] "), "{bug}");
 }
+
+/// `R.matmul(const, x)` twice with one constant LHS, as from_onnx makes of two MatMuls reading one initializer:
+/// CombineParallelMatmul raises "Cannot treat type ir.GenericConst as type ir.Var" (TVM 0.27). `n`: the size.
+fn constant_lhs_matmuls(n: usize, relu: bool) -> Vec<u8> {
+    use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, Tensor, TensorType};
+    let ty = TensorType::new(DType::F32, &[n, n]);
+    let mut g = Graph::new("cpm");
+    let c: Vec<f32> = (0..n * n).map(|i| (i % 7) as f32 * 0.25 - 0.5).collect();
+    g.add_initializer("c", Tensor::from_f32(&[n, n], &c));
+    for (x, y) in [("x", "y1"), ("z", "y2")] {
+        g.add_input(x, ty.clone());
+        let read = if relu {
+            let r = format!("{x}_relu");
+            g.add_node(Node::new(format!("relu_{x}"), OpId::onnx("Relu"), vec![x.into()], vec![r.clone()])).unwrap();
+            r
+        } else {
+            x.to_string()
+        };
+        g.add_node(Node::new(format!("mm_{y}"), OpId::onnx("MatMul"), vec!["c".into(), read], vec![y.into()])).unwrap();
+        g.add_output(y, ty.clone());
+    }
+    onnx::encode_model(&Model::new(g))
+}
+
+/// One crash site is one entry: findings of the constant-LHS CombineParallelMatmul error in different models end
+/// in one bugs/ entry blamed on CombineParallelMatmul, the pass it is raised in.
+#[test]
+fn the_constant_lhs_combine_parallel_matmul_error_is_one_entry_blamed_on_its_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let seeds = dir.path().join("seeds");
+    std::fs::create_dir(&seeds).unwrap();
+    for (i, (n, relu)) in [(4, false), (3, true), (5, false)].into_iter().enumerate() {
+        std::fs::write(seeds.join(format!("m{i}.onnx")), constant_lhs_matmuls(n, relu)).unwrap();
+    }
+    let out = dir.path().join("run");
+    let o = oatest_faulty(&[
+        "fuzz",
+        "--target",
+        "tvm",
+        "--mode",
+        "random",
+        "--tests",
+        "6",
+        "--jobs",
+        "1",
+        "--seed",
+        "3",
+        "--seeds",
+        seeds.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut entries = Vec::new();
+    for class in std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()) {
+        for e in std::fs::read_dir(&class).unwrap().map(|e| e.unwrap().path()) {
+            if e.join("bug.json").is_file()
+                && json(&e.join("bug.json"))["triage"]["detail"].to_string().contains("GenericConst")
+            {
+                entries.push(e);
+            }
+        }
+    }
+    assert_eq!(entries.len(), 1, "one entry for one crash site: {entries:?}");
+    assert!(entries[0].parent().unwrap().ends_with("bugs"), "{:?}", entries[0]);
+    let bug = json(&entries[0].join("bug.json"));
+    let t = &bug["triage"];
+    let enablers: Vec<&serde_json::Value> = t["enablers"].as_array().unwrap().iter().collect();
+    let faulty: Vec<&str> = t["culprits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| !enablers.contains(p))
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(faulty, ["CombineParallelMatmul"], "{bug}");
+    assert!(bug["findings"].as_array().unwrap().len() >= 2, "findings of several models: {bug}");
+}

@@ -50,7 +50,7 @@ fn classes(inputs: &[Input]) -> anyhow::Result<BTreeSet<String>> {
             if NOT_BUGS.contains(&name.as_str()) || out.contains(&name) {
                 continue;
             }
-            if subdirs(&i.dir.join(&name))?.iter().any(|s| i.dir.join(&name).join(s).join(record::FILE).is_file()) {
+            if subdirs(&i.dir.join(&name))?.iter().any(|s| record::exists(&i.dir.join(&name).join(s))) {
                 out.insert(name);
             }
         }
