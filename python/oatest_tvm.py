@@ -6,7 +6,9 @@ src/compiler/tvm.rs): the request entry points and the compile-and-run machinery
 A configuration is a level plus passes to leave out. The pipeline is one explicit list of Relax passes; each
 pass belongs to a level, and a level runs its passes and those of every lower level. `required` passes are
 the smallest pipeline that still builds for the Relax VM (the unoptimized reference). A PassInstrument in the
-PassContext records which pipeline passes ran and which changed the module (structural hash before/after).
+PassContext records which pipeline passes ran and which changed the module (structural hash before/after). A
+pipeline pass whose contract (the pipeline data's `contracts`) the test's module breaks is left out of every
+configuration; a test whose inserted pass's contract it breaks fails in every configuration (CONTRACT).
 
 Tensors cross the boundary as (name, ONNX dtype code, dims, raw little-endian bytes).
 
@@ -163,17 +165,22 @@ def _make(name: str, extra: tuple | None = None):
     return getattr(relax.transform, name)()
 
 
-def passes_for(level: str, disabled: list[str], extra: str | None = None, lift: bool = False) -> list[str]:
+def passes_for(level: str, disabled: list[str], extra: str | None = None, lift: bool = False,
+               skip=()) -> list[str]:
     """The pipeline of a configuration, by name. `extra`: a pass outside the pipeline (the test's pattern's
     pass), inserted at its placement (oatest_tvm_passes.PLACEMENT) in every configuration above `disable`
     that does not leave it out. `lift`: the module has local functions, which the VM cannot build
     (VMShapeLower: "make sure to run it after LambdaLift"), so every configuration, the reference too, runs
-    LambdaLift first unless it runs it at its placement (a LambdaLift test's `disable` runs it as well)."""
+    LambdaLift first unless it runs it at its placement (a LambdaLift test's `disable` runs it as well).
+    `skip`: pipeline passes whose contract the module breaks (oatest_tvm_passes.skipped_by_contract), left out
+    of every configuration."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r} (one of {LEVELS})")
     rank = LEVELS.index(level)
     out = []
     for name, lowest in PIPELINE:
+        if name in skip:
+            continue
         if lowest == "required":
             out.append(name)
         elif LEVELS.index(lowest) <= rank and name not in disabled:
@@ -400,14 +407,18 @@ def _call_main(vm, args: list, inserted: str | None) -> list:
 # The start of an error's message when a pass of the configuration (pipeline or inserted, by the name
 # configurations use; never a pass nested in it) raised it: `[raised in FuseOps] TVMError: ...`
 RAISED_IN = "[raised in {}] "
+# The error of every configuration of a test whose inserted pass's contract (oatest_tvm_passes.CONTRACTS) its
+# module breaks: `oatest contract: ToMixedPrecision: <why>`; the reference fails too, so the test is invalid
+CONTRACT = "oatest contract: {}: {}"
 
 
 def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threads: int = 1) -> dict:
-    """Compiles and runs; returns status ('ok' | 'error'), message, outputs, passes fired and ran, and
-    raised_in: the configuration's pass an error was raised in (None otherwise; the message starts with
-    RAISED_IN then)."""
+    """Compiles and runs; returns status ('ok' | 'error'), message, outputs, passes fired and ran, raised_in:
+    the configuration's pass an error was raised in (None otherwise; the message starts with RAISED_IN then),
+    and skipped_contract: the pipeline passes the module's contracts leave out of every configuration."""
     rec = Recorder()
-    result = {"status": "ok", "message": "", "outputs": [], "fired": rec.fired, "ran": rec.ran, "raised_in": None}
+    result = {"status": "ok", "message": "", "outputs": [], "fired": rec.fired, "ran": rec.ran, "raised_in": None,
+              "skipped_contract": []}
     recipe = None
     try:
         recipe = json.loads(model_bytes) if model_bytes[:1] == b"{" else None
@@ -429,7 +440,12 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
     try:
         target = _target()
         extra = _extra_pass(recipe)
-        names = passes_for(level, disabled, extra and extra[0], has_local_functions(mod))
+        why = extra and oatest_tvm_passes.broken(extra[0], mod)
+        if why:
+            result.update(status="error", message=CONTRACT.format(extra[0], why))
+            return result
+        result["skipped_contract"] = skip = oatest_tvm_passes.skipped_by_contract(mod)
+        names = passes_for(level, disabled, extra and extra[0], has_local_functions(mod), skip)
         rec.names = set(names)
         passes = [_make(n, extra) for n in names]
         kind, _, victim = str(meta.get("oatest.fault", "")).partition(":")

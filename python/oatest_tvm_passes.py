@@ -1,7 +1,8 @@
 """Relax passes as data, for oatest's `tvm` target: a pass call recorded with its arguments (`encode_args`, used
 by the extraction plugin oatest_tvm_capture.py on the test's own call) and rebuilt from them (`make_pass`, used
 by the runner oatest_tvm.py); and PLACEMENT, where a pass outside oatest's pipeline is inserted into it for a
-test whose pattern came from that pass, and the pipeline itself (both data: python/oatest_tvm_pipeline.json).
+test whose pattern came from that pass, and the pipeline itself (both data: python/oatest_tvm_pipeline.json);
+and CONTRACTS, the preconditions of passes (data too), checked against a test's module (`broken`).
 
 Arguments are JSON: None, bools, numbers and strings as themselves; {"list": [...]}, {"dict": [[k, v], ...]},
 {"ndarray": {"dtype", "shape", "hex"}} (tensors), {"tvm": <TVM JSON>} (TVM objects such as dataflow patterns,
@@ -39,8 +40,25 @@ PIPELINE: list = [tuple(x) for x in PIPELINE_DATA["pipeline"]]
 # Where a pass outside the pipeline runs, for tests carrying one of its patterns: name -> (position, anchor),
 # the anchor a pass of PIPELINE (the data file gives each group of passes its reason)
 PLACEMENT: dict = {n: tuple(v) for g in PIPELINE_DATA["placement"] for n, v in g["passes"].items()}
-# Arguments oatest sets whatever the test's call said, per pass (the data file says why for each)
-OVERRIDES: dict = {o["pass"]: o["args"] for o in PIPELINE_DATA.get("overrides", [])}
+# Arguments oatest sets whatever the test's call said, per pass (the data file says why for each; a pass's
+# entries merge)
+OVERRIDES: dict = {}
+for _entry in PIPELINE_DATA.get("overrides", []):
+    OVERRIDES.setdefault(_entry["pass"], {}).update(_entry["args"])
+# The checks a contract may make (see `broken`)
+CHECKS = ("float_dtypes", "inference", "training", "single_function")
+
+
+def _contracts() -> dict:
+    """Preconditions of passes, pass -> its entry ({"pass", "why", checks}); a malformed entry fails loudly."""
+    out = {c["pass"]: c for c in PIPELINE_DATA.get("contracts", [])}
+    for c in out.values():
+        if not c.get("why") or set(c) - {"pass", "why", *CHECKS}:
+            raise ValueError(f"contract of {c['pass']}: a `why` and only the checks {CHECKS}, not {sorted(c)}")
+    return out
+
+
+CONTRACTS: dict = _contracts()
 # Passes whose patterns are inlined into their caller when spliced, not called (the data file says why)
 INLINE: set = {o["pass"] for o in PIPELINE_DATA.get("inline_pattern", [])}
 
@@ -200,14 +218,80 @@ def _with_call_sites(inner, func_name: str, names: set):
 
 
 def insert(pipeline: list, name: str) -> list:
-    """The pipeline (pass names, in order) with `name` at its PLACEMENT (the anchor's place, or the end when
-    the anchor is not in the pipeline)."""
+    """The pipeline (pass names, in order) with `name` at its PLACEMENT: next to its anchor, and where the anchor
+    would be when the configuration leaves it out (after every pass that comes before the anchor in the full
+    PIPELINE, before every pass that comes after it), so that leaving a neighbour out never moves it."""
     where, anchor = PLACEMENT[name]
-    out = list(pipeline)
-    if anchor not in out:
-        return out + [name]
-    i = out.index(anchor) + (where == "after")
-    return out[:i] + [name] + out[i:]
+    order = {n: i for i, (n, _) in enumerate(PIPELINE)}
+    limit = order[anchor] + (where == "after")
+    at = 0
+    for i, n in enumerate(pipeline):
+        if order.get(n, limit) < limit:
+            at = i + 1
+    return list(pipeline[:at]) + [name] + list(pipeline[at:])
+
+
+_FACTS: list = [None, None]  # the last module asked about, and its facts (every configuration of a test asks)
+
+
+def facts(mod) -> dict:
+    """What contracts ask of a module: `dtypes` (of every tensor of its Relax functions), `batch_norm` (the modes
+    of its batch_norm calls: "training", "inference") and `others` (Relax functions with bindings besides main,
+    composite functions not counted)."""
+    if _FACTS[0] is not None and _FACTS[0].same_as(mod):
+        return _FACTS[1]
+    out = {"dtypes": set(), "batch_norm": set(), "others": []}
+
+    def add(ty):
+        if type(ty).__name__ == "TupleType":
+            for f in ty.fields:
+                add(f)
+        elif type(ty).__name__ == "TensorType" and ty.dtype is not None:
+            out["dtypes"].add(str(ty.dtype))
+
+    def visit(e):
+        if isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.Op):
+            if e.op.name == "relax.nn.batch_norm":
+                out["batch_norm"].add("training" if e.attrs.training else "inference")
+        add(getattr(e, "ty", None))
+
+    for gv in mod.get_global_vars():
+        f = mod[gv]
+        if not isinstance(f, relax.Function):
+            continue
+        for p in f.params:
+            add(p.ty)
+        relax.analysis.post_order_visit(f.body, visit)
+        composite = f.attrs is not None and "Composite" in f.attrs
+        if gv.name_hint != "main" and not composite and any(b.bindings for b in getattr(f.body, "blocks", [])):
+            out["others"].append(gv.name_hint)
+    _FACTS[:] = [mod, out]
+    return out
+
+
+def broken(name: str, mod) -> str | None:
+    """The `why` of pass `name`'s contract when `mod` breaks it, else None. Checks: `float_dtypes` (every float
+    tensor has one of these dtypes), `inference: false` (no inference-mode batch_norm), `training: false` (no
+    training-mode one), `single_function: true` (no Relax function with bindings besides main and composites)."""
+    c = CONTRACTS.get(name)
+    if c is None:
+        return None
+    f = facts(mod)
+    floats = {d for d in f["dtypes"] if d.startswith(("float", "bfloat"))}
+    if "float_dtypes" in c and floats - set(c["float_dtypes"]):
+        return c["why"]
+    if c.get("inference") is False and "inference" in f["batch_norm"]:
+        return c["why"]
+    if c.get("training") is False and "training" in f["batch_norm"]:
+        return c["why"]
+    if c.get("single_function") and f["others"]:
+        return c["why"]
+    return None
+
+
+def skipped_by_contract(mod) -> list:
+    """The pipeline passes whose contract `mod` breaks, in pipeline order: every configuration leaves them out."""
+    return [n for n, _ in PIPELINE if n in CONTRACTS and broken(n, mod) is not None]
 
 
 def _built_on_cpu(inner):
