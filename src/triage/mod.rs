@@ -315,7 +315,21 @@ pub fn triage_dir(
 ) -> anyhow::Result<Option<Filed>> {
     let Some(finding) = Finding::load(dir)? else { return Ok(None) };
     let mut r = Reproducer::new(worker, oracle, finding, Some(semantic));
-    let (mut t, m) = triage(&mut r, limits);
+    let (mut t, mut m) = triage(&mut r, limits);
+    // a long-lived worker's history (the runner's caches) can hide what a fresh process shows: a finding whose
+    // symptom did not come back is triaged once more in a fresh worker process
+    if !t.confirmed && r.finding.symptom != Symptom::Hang {
+        r.worker.recycle();
+        let (again, m2) = triage(&mut r, limits);
+        if again.confirmed {
+            let note = "confirmed in a fresh worker process (the first one's did not show it)".to_string();
+            t = Triaged {
+                dd_note: Some(again.dd_note.clone().map_or(note.clone(), |n| format!("{n}; {note}"))),
+                ..again
+            };
+            m = m2;
+        }
+    }
     let folder = run.join(t.class.folder());
     let (bug_dir, new_bug) = filer.file(&folder, &mut r, &mut t, &m)?;
     let filed = Filed { signature: t.signature.clone(), bug_dir: bug_dir.display().to_string(), new_bug, triage: t };

@@ -265,13 +265,26 @@ impl<'w> Reproducer<'w> {
             r.classify(&o, reference)
         };
         let first = dd::culprits(&fired, &mut |e: &[String]| probe(self, e));
-        if !first.passes.is_empty() || !first.note.as_deref().is_some_and(|n| n.contains("no fired pass")) {
+        // an error raised in a pass names it (`culprits` adds it): the fired passes are only its enablers
+        let raised = self.raised_in().is_some();
+        if raised || !first.passes.is_empty() || !first.note.as_deref().is_some_and(|n| n.contains("no fired pass")) {
             return first;
         }
         // a pass that crashes or fails never reports that it modified the graph: search every pass that runs
         let mut universe: Vec<String> = Vec::new();
-        for p in self.passes_at_level() {
+        // a Relax test's inserted pass runs only for its own test, not for the probe model
+        let inserted = match &self.finding.relax {
+            Some(crate::triage::RelaxTest::Recipe(r)) => Some(r.pass.clone()),
+            Some(crate::triage::RelaxTest::Module(m)) => m.pass.clone(),
+            None => None,
+        };
+        let pipeline = (self.finding.target == "tvm").then(crate::compiler::tvm::Pipeline::embedded);
+        for p in self.passes_at_level().into_iter().chain(inserted) {
             let p = crate::compiler::rules::canonical(&p).to_string();
+            // TVM's required passes run in every configuration, the reference's too: never a culprit
+            if pipeline.as_ref().is_some_and(|pl| pl.role(&p) == crate::compiler::tvm::PassRole::Required) {
+                continue;
+            }
             if !self.finding.config.disabled.contains(&p) && !universe.contains(&p) {
                 universe.push(p);
             }
@@ -343,7 +356,7 @@ impl<'w> Reproducer<'w> {
             let mut without = config.clone();
             without.disabled.push(c.clone());
             let o = self.run(&model, &case.feeds, &without);
-            if self.classify(&o, Some(&reference)) != Probe::Clean {
+            if !self.gone(&o, &reference) {
                 return None;
             }
         }
@@ -355,6 +368,21 @@ impl<'w> Reproducer<'w> {
             }
         }
         Some((reference, shown))
+    }
+
+    /// Whether the finding's symptom is gone in `o`: it runs clean, or, for an error raised in a pass, it fails in
+    /// another pass (a later bug the raising pass hid: TVM's pipeline stops at the first error).
+    fn gone(&self, o: &Outcome, reference: &Outcome) -> bool {
+        match self.classify(o, Some(reference)) {
+            Probe::Clean => true,
+            Probe::Symptom => false,
+            Probe::Unresolved => match (self.raised_in(), &o.status) {
+                (Some(p), Status::Error { message }) => {
+                    crate::compiler::tvm::raised_in(message).is_some_and(|other| other != p)
+                }
+                _ => false,
+            },
+        }
     }
 
     /// Whether the unoptimized run of an ONNX case contradicts the model's declared outputs.
