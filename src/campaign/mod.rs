@@ -278,8 +278,9 @@ fn start_triager(
     spec.mem_limit_mb = Some(settings.mem_mb);
     let duty = (settings.triage_share * settings.jobs.max(1) as f64).min(1.0);
     let limits = crate::triage::reduce::Limits { max_checks: 1000, time: Duration::from_secs(60) };
+    let out = settings.out.clone();
     let mut t =
-        triager::Triager::start(spec, settings.out.clone(), oracle.clone(), limits, labeler, duty, stop.clone());
+        triager::Triager::start(spec, out, oracle.clone(), limits, labeler, duty, settings.jobs.max(1), stop.clone());
     let mut seen = std::collections::HashSet::new();
     for dir in finding::finding_dirs(&settings.out, true)? {
         let sig = finding::load_meta(&dir).map(|m| if m.key.is_empty() { m.signature } else { m.key });

@@ -8,14 +8,16 @@
 use crate::compiler::worker::{Worker, WorkerSpec};
 use crate::oracle::Oracle;
 use crate::report::upstream::Labeler;
+use crate::triage::classify::Semantic;
 use crate::triage::reduce::Limits;
+use crate::triage::session::{Backlog, Session};
 use crate::triage::Filed;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender, TryRecvError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -45,7 +47,7 @@ impl Triager {
     /// Starts the thread and its worker; `run` is the run directory (bugs/ and the class folders).
     /// `labeler` labels the entries it files (known upstream bugs, other ORT builds). `duty`: the share of its
     /// time the thread works while the campaign runs (0 or 1: no pause; with 0 the worker is expected to run at
-    /// idle priority, `spec.background`).
+    /// idle priority, `spec.background`). `lanes`: how many workers finish the backlog once the campaign ended.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         spec: WorkerSpec,
@@ -54,11 +56,13 @@ impl Triager {
         limits: Limits,
         labeler: Labeler,
         duty: f64,
+        lanes: usize,
         stop: Arc<AtomicBool>,
     ) -> Triager {
         let (tx, rx) = channel::<Msg>();
         let (rtx, results) = channel::<Report>();
-        let thread = std::thread::spawn(move || serve(spec, run, oracle, limits, labeler, duty, rx, rtx, stop));
+        let thread =
+            std::thread::spawn(move || serve(spec, run, oracle, limits, labeler, (duty, lanes), rx, rtx, stop));
         Triager { tx, results, thread: Some(thread), submitted: 0 }
     }
 
@@ -124,14 +128,15 @@ fn serve(
     oracle: Oracle,
     limits: Limits,
     labeler: Labeler,
-    duty: f64,
+    (duty, lanes): (f64, usize),
     rx: Receiver<Msg>,
     tx: Sender<Report>,
     stop: Arc<AtomicBool>,
 ) -> usize {
     let mut worker: Option<Worker> = None;
     let filer = Box::new(crate::report::entry::Entries { labeler });
-    let mut session = crate::triage::session::Session::new(&run, oracle, limits, true, spec.background, filer);
+    let session = crate::triage::session::Session::new(&run, oracle, limits, true, spec.background, filer);
+    let mut semantic = session.semantic();
     let mut inbox = Inbox { queue: BinaryHeap::new(), arrivals: 0, finishing: false, refused: 0 };
     // findings left to `oatest triage`: those whose worker could not start, and every one after the worker
     // failed to start MAX_START_FAILURES times in a row (the target cannot serve triage in this campaign)
@@ -180,6 +185,12 @@ fn serve(
         if stop.load(Ordering::Relaxed) {
             return untriaged_now + inbox.queue.len();
         }
+        // the campaign ended: the backlog is finished in lanes, each with its own worker
+        if inbox.finishing && lanes > 1 && inbox.queue.len() > 1 && start_failures == 0 {
+            let dirs = std::iter::from_fn(|| inbox.queue.pop().map(|Reverse((_, _, _, d))| d)).collect();
+            let lane = Lane { session: &session, spec: &spec, tx: &tx, stop: &stop };
+            return untriaged_now + lane.finish(lanes, dirs, (worker, semantic));
+        }
         let Some(Reverse((_, _, _, dir))) = inbox.queue.pop() else { continue };
         if worker.is_none() {
             match Worker::start(spec.clone()) {
@@ -208,7 +219,7 @@ fn serve(
         }
         let w = worker.as_mut().expect("started");
         let started = Instant::now();
-        let report = match session.triage(&dir, w) {
+        let report = match session.triage(&dir, w, &mut semantic) {
             Ok(Some(f)) => Report::Filed(f),
             Ok(None) => Report::Skipped,
             Err(e) => Report::Failed(dir, format!("{e:#}")),
@@ -216,6 +227,62 @@ fn serve(
         pause = if duty > 0.0 && duty < 1.0 { started.elapsed().mul_f64(1.0 / duty - 1.0) } else { Duration::ZERO };
         if tx.send(report).is_err() {
             return untriaged + inbox.refused + inbox.queue.len();
+        }
+    }
+}
+
+/// What the lanes finishing a campaign's triage share.
+struct Lane<'a> {
+    session: &'a Session,
+    spec: &'a WorkerSpec,
+    tx: &'a Sender<Report>,
+    stop: &'a AtomicBool,
+}
+
+impl Lane<'_> {
+    /// Triages `dirs` (in that order, [`Backlog`]'s rule) in `lanes` threads: the first with the thread's own
+    /// worker and semantic reference, the others with fresh ones; returns how many findings were left untriaged.
+    fn finish(&self, lanes: usize, dirs: Vec<PathBuf>, own: (Option<Worker>, Semantic)) -> usize {
+        let backlog = Backlog::new(dirs);
+        let left = AtomicUsize::new(0);
+        let own = Mutex::new(Some(own));
+        std::thread::scope(|s| {
+            for _ in 0..lanes.min(backlog.len()) {
+                let taken = own.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let (worker, semantic) = taken.unwrap_or_else(|| (None, self.session.semantic()));
+                let (backlog, left) = (&backlog, &left);
+                s.spawn(move || self.work(backlog, left, worker, semantic));
+            }
+        });
+        left.into_inner()
+    }
+
+    /// One lane: takes findings until the backlog is empty.
+    fn work(&self, backlog: &Backlog, left: &AtomicUsize, mut worker: Option<Worker>, mut semantic: Semantic) {
+        while let Some((key, dir)) = backlog.take() {
+            let stopped = self.stop.load(Ordering::Relaxed);
+            let started = match &worker {
+                None if !stopped => Worker::start(self.spec.clone()).map(|w| worker = Some(w)),
+                _ => Ok(()),
+            };
+            let report = if stopped {
+                left.fetch_add(1, Ordering::Relaxed);
+                None
+            } else if let Err(e) = started {
+                left.fetch_add(1, Ordering::Relaxed);
+                Some(Report::Failed(dir, format!("cannot start a triage worker: {e:#}")))
+            } else {
+                let w = worker.as_mut().expect("started");
+                Some(match self.session.triage(&dir, w, &mut semantic) {
+                    Ok(Some(f)) => Report::Filed(f),
+                    Ok(None) => Report::Skipped,
+                    Err(e) => Report::Failed(dir, format!("{e:#}")),
+                })
+            };
+            backlog.done(&key);
+            if let Some(r) = report {
+                let _ = self.tx.send(r);
+            }
         }
     }
 }
@@ -237,7 +304,7 @@ mod tests {
         spec.exe = PathBuf::from("/bin/false"); // exits before it greets
         let stop = Arc::new(AtomicBool::new(false));
         let oracle = Oracle { tolerance: Default::default() };
-        let mut t = Triager::start(spec, run.clone(), oracle, Limits::default(), Labeler::default(), 0.0, stop);
+        let mut t = Triager::start(spec, run.clone(), oracle, Limits::default(), Labeler::default(), 0.0, 1, stop);
         for i in 0..5 {
             t.submit(run.join(format!("findings/{i:08}-error")), i == 0);
         }

@@ -11,6 +11,7 @@ use crate::triage;
 use crate::triage::reduce::Limits;
 use clap::Args;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Worker and reduction settings shared by triage and reduce.
@@ -91,6 +92,9 @@ pub struct TriageArgs {
     /// Triage findings again even if they have triage.json.
     #[arg(long)]
     pub again: bool,
+    /// Lanes triaging at once, each with its own worker processes (default: the number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
     #[command(flatten)]
     pub opts: TriageOpts,
 }
@@ -98,45 +102,33 @@ pub struct TriageArgs {
 pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
     let dirs = crate::finding::finding_dirs(&a.run, !a.again)?;
     a.opts = a.opts.with_campaign(&a.run);
-    let mut workers: std::collections::BTreeMap<String, Worker> = Default::default();
     let oracle = Oracle { tolerance: a.opts.tolerance()? };
     let filer = Box::new(crate::report::entry::Entries { labeler: a.opts.labeler()? });
-    let mut session = triage::session::Session::new(&a.run, oracle.clone(), a.opts.limits(), !a.again, false, filer);
-    let (mut done, mut new) = (0, 0);
-    for dir in &dirs {
-        let target = crate::finding::load_meta(dir).map(|m| m.target).unwrap_or_default();
-        if target.contains(',') || target.is_empty() {
-            continue;
-        }
-        if !workers.contains_key(&target) {
-            workers.insert(target.clone(), a.opts.worker(&target)?);
-        }
-        let w = workers.get_mut(&target).expect("inserted");
-        match session.triage(dir, w) {
-            Ok(Some(f)) => {
-                done += 1;
-                new += f.new_bug as usize;
-                let t = &f.triage;
-                println!(
-                    "{}: {} {} {} [{} in {} runs] {} -> {} nodes -> {}/{}{}{}",
-                    dir.file_name().unwrap_or_default().to_string_lossy(),
-                    if f.new_bug { "NEW" } else { "dup" },
-                    t.class,
-                    if t.culprits.is_empty() { "-".to_string() } else { t.culprits.join("+") },
-                    t.method,
-                    t.dd_runs,
-                    t.original_nodes,
-                    t.nodes,
-                    t.class.folder(),
-                    f.signature,
-                    if t.confirmed { "" } else { " (not confirmed)" },
-                    upstream_note(&f.bug_dir)
-                );
+    let session = triage::session::Session::new(&a.run, oracle.clone(), a.opts.limits(), !a.again, false, filer);
+    let lanes = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    let backlog = triage::session::Backlog::new(dirs);
+    let lanes = lanes.min(backlog.len().max(1));
+    let (done, new) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        let lane = || -> anyhow::Result<()> {
+            let mut workers: std::collections::BTreeMap<String, Worker> = Default::default();
+            let mut semantic = session.semantic();
+            while let Some((key, dir)) = backlog.take() {
+                let triaged = triage_one(&a, &session, &dir, &mut workers, &mut semantic);
+                backlog.done(&key);
+                if let Some(f) = triaged? {
+                    done.fetch_add(1, Ordering::Relaxed);
+                    new.fetch_add(f.new_bug as usize, Ordering::Relaxed);
+                }
             }
-            Ok(None) => {}
-            Err(e) => eprintln!("warning: {}: {e:#}", dir.display()),
-        }
-    }
+            Ok(())
+        };
+        let handles: Vec<_> = (0..lanes).map(|_| s.spawn(lane)).collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a triage lane panicked"))))
+    })?;
+    let (done, new) = (done.into_inner(), new.into_inner());
     println!(
         "triaged {done} findings: {new} new entries (bugs/ holds optimizer bugs; other classes have their own folders)"
     );
@@ -145,6 +137,52 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
     crate::report::page::write(&a.run, false)?;
     println!("campaign page: {}", a.run.join("index.html").display());
     Ok(())
+}
+
+/// Triages the finding in `dir` with the lane's worker for its target (started on first use) and prints its line;
+/// a finding without one target (cross-target) is left alone. A finding that cannot be triaged is a warning; a
+/// worker that cannot start is an error.
+fn triage_one(
+    a: &TriageArgs,
+    session: &triage::session::Session,
+    dir: &std::path::Path,
+    workers: &mut std::collections::BTreeMap<String, Worker>,
+    semantic: &mut triage::classify::Semantic,
+) -> anyhow::Result<Option<triage::Filed>> {
+    let target = crate::finding::load_meta(dir).map(|m| m.target).unwrap_or_default();
+    if target.contains(',') || target.is_empty() {
+        return Ok(None);
+    }
+    if !workers.contains_key(&target) {
+        workers.insert(target.clone(), a.opts.worker(&target)?);
+    }
+    let w = workers.get_mut(&target).expect("inserted");
+    match session.triage(dir, w, semantic) {
+        Ok(Some(f)) => {
+            let t = &f.triage;
+            println!(
+                "{}: {} {} {} [{} in {} runs] {} -> {} nodes -> {}/{}{}{}",
+                dir.file_name().unwrap_or_default().to_string_lossy(),
+                if f.new_bug { "NEW" } else { "dup" },
+                t.class,
+                if t.culprits.is_empty() { "-".to_string() } else { t.culprits.join("+") },
+                t.method,
+                t.dd_runs,
+                t.original_nodes,
+                t.nodes,
+                t.class.folder(),
+                f.signature,
+                if t.confirmed { "" } else { " (not confirmed)" },
+                upstream_note(&f.bug_dir)
+            );
+            Ok(Some(f))
+        }
+        Ok(None) => Ok(None),
+        Err(e) => {
+            eprintln!("warning: {}: {e:#}", dir.display());
+            Ok(None)
+        }
+    }
 }
 
 /// ` [known: <link> (status)]` and ` [fixed upstream in X]` for a filed entry, from its bug.json.

@@ -4,7 +4,9 @@
 //! any of them off, in the entry's class; the entry of its source key's first finding is checked first), and
 //! triaged in full, making a new entry, when no entry's check agrees. An error whose source key and key passes
 //! are those of a finding already triaged is attached to that finding's entry without a run.
-//! Every finding ends in an entry.
+//! Every finding ends in an entry. A session is shared by lanes, each with its own worker and semantic
+//! reference (`oatest triage --jobs`, a campaign's finishing triage): what it knows is behind one lock, and
+//! entries are written under another, so one entry's bug.json is never written by two lanes at once.
 
 use super::classify::Semantic;
 use super::reduce::Limits;
@@ -14,20 +16,54 @@ use crate::finding::record;
 use crate::oracle::{Oracle, Symptom};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 pub struct Session {
     run: PathBuf,
     oracle: Oracle,
     limits: Limits,
-    semantic: Semantic,
+    background: bool,
+    known: Mutex<Known>,
+    /// Files what a full triage learned (the report floor's entry writer); held while an entry is written.
+    filer: Mutex<Box<dyn Filer>>,
+}
+
+/// What the session knows of the entries so far.
+#[derive(Default)]
+struct Known {
     /// Coarse signature -> the entries its findings triaged in full made (most attached findings first).
     entries: HashMap<String, Vec<(usize, Filed)>>,
     /// Source key -> the entry its first triaged finding went to (tried first for the key's later findings);
     /// (source key, key passes) -> the entry of the first finding with both.
     by_key: HashMap<String, Filed>,
     by_key_passes: HashMap<(String, Vec<String>), Filed>,
-    /// Files what a full triage learned (the report floor's entry writer).
-    filer: Box<dyn Filer>,
+}
+
+impl Known {
+    /// Remembers the entry a finding of (source key, key passes) `both` and coarse signature `coarse` went to.
+    fn remember(&mut self, coarse: String, both: (String, Vec<String>), entry: &Filed) {
+        count(self.entries.entry(coarse).or_default(), entry);
+        if both.0.is_empty() {
+            return; // a finding of an older campaign, without a key
+        }
+        self.by_key.entry(both.0.clone()).or_insert_with(|| entry.clone());
+        self.by_key_passes.entry(both).or_insert_with(|| entry.clone());
+    }
+}
+
+/// Triage's filer shared by lanes: each filing holds the lock.
+struct Locked<'a>(&'a Mutex<Box<dyn Filer>>);
+
+impl Filer for Locked<'_> {
+    fn file(
+        &mut self,
+        folder: &Path,
+        r: &mut Reproducer,
+        t: &mut super::Triaged,
+        m: &super::Minimized,
+    ) -> anyhow::Result<(PathBuf, bool)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).file(folder, r, t, m)
+    }
 }
 
 impl Session {
@@ -58,65 +94,74 @@ impl Session {
                 *e = filed;
             }
         }
-        let semantic = Semantic::new(background);
-        Session { run: run.to_path_buf(), oracle, limits, semantic, entries, by_key, by_key_passes, filer }
+        let known = Mutex::new(Known { entries, by_key, by_key_passes });
+        Session { run: run.to_path_buf(), oracle, limits, background, known, filer: Mutex::new(filer) }
     }
 
-    /// Triages one finding directory (attached, or in full) and writes its `triage.json`. `Ok(None)` for
-    /// findings without a pass set (cross-target).
-    pub fn triage(&mut self, dir: &Path, worker: &mut Worker) -> anyhow::Result<Option<Filed>> {
+    /// A semantic reference for one lane of this session (started on first use).
+    pub fn semantic(&self) -> Semantic {
+        Semantic::new(self.background)
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Triages one finding directory (attached, or in full) with a lane's `worker` and `semantic` reference, and
+    /// writes its `triage.json`. `Ok(None)` for findings without a pass set (cross-target).
+    pub fn triage(&self, dir: &Path, worker: &mut Worker, semantic: &mut Semantic) -> anyhow::Result<Option<Filed>> {
         let meta = crate::finding::load_meta(dir)?;
         let (coarse, key) = (meta.signature.clone(), meta.key.clone());
-        let mut known = self.entries.get(&coarse).cloned().unwrap_or_default();
-        known.sort_by_key(|(n, _)| std::cmp::Reverse(*n));
         let both = (key.clone(), meta.key_passes.clone());
         // an error of the same source key under the same key passes has the same message under the same passes:
         // the same bug, attached without a run (a crash or hang says only how the process ended, and reports no
         // passes; an inconsistency's values differ)
         let certain = meta.symptom == Symptom::Error && !meta.key_passes.is_empty();
-        if let Some(entry) = self.by_key_passes.get(&both).filter(|_| certain) {
-            let entry = entry.clone();
+        let (sure, mut candidates) = {
+            let k = self.known();
+            let sure = k.by_key_passes.get(&both).filter(|_| certain).cloned();
+            let mut candidates = k.entries.get(&coarse).cloned().unwrap_or_default();
+            candidates.sort_by_key(|(n, _)| std::cmp::Reverse(*n));
+            // otherwise the entry of the key's first finding is checked first
+            if let Some(entry) = k.by_key.get(&key).cloned() {
+                candidates.retain(|(_, e)| e.bug_dir != entry.bug_dir);
+                candidates.insert(0, (usize::MAX, entry));
+            }
+            (sure, candidates)
+        };
+        if let Some(entry) = sure {
             let filed = self.attach_certain(dir, &meta, &entry)?;
-            count(self.entries.entry(coarse).or_default(), &entry);
+            self.known().remember(coarse, both, &entry);
             return Ok(Some(filed));
         }
-        // otherwise the entry of the key's first finding is checked first
-        if let Some(entry) = self.by_key.get(&key).cloned() {
-            known.retain(|(_, e)| e.bug_dir != entry.bug_dir);
-            known.insert(0, (usize::MAX, entry));
-        }
         // loaded once for every entry it is checked against (None: cross-target, nothing to attach)
-        let finding = if known.is_empty() { None } else { Finding::load(dir)? };
-        for (_, entry) in known.iter().take(MAX_TRIES) {
+        let finding = if candidates.is_empty() { None } else { Finding::load(dir)? };
+        candidates.truncate(MAX_TRIES);
+        for (_, entry) in &candidates {
             let Some(f) = &finding else { break };
-            if let Some(filed) = self.attach(dir, f.clone(), worker, entry)? {
-                count(self.entries.entry(coarse).or_default(), entry);
-                self.remember(both, entry);
+            if let Some(filed) = self.attach(dir, f.clone(), worker, semantic, entry)? {
+                self.known().remember(coarse, both, entry);
                 return Ok(Some(filed));
             }
         }
         let (oracle, limits) = (self.oracle.clone(), self.limits);
-        let filed = triage_dir(dir, &self.run, worker, &mut self.semantic, oracle, limits, self.filer.as_mut())?;
+        let filed = triage_dir(dir, &self.run, worker, semantic, oracle, limits, &mut Locked(&self.filer))?;
         if let Some(f) = &filed {
-            count(self.entries.entry(coarse).or_default(), f);
-            self.remember(both, f);
+            self.known().remember(coarse, both, f);
         }
         Ok(filed)
     }
 
-    /// Remembers the entry a finding of (source key, key passes) `both` went to.
-    fn remember(&mut self, both: (String, Vec<String>), entry: &Filed) {
-        if both.0.is_empty() {
-            return; // a finding of an older campaign, without a key
-        }
-        self.by_key.entry(both.0.clone()).or_insert_with(|| entry.clone());
-        self.by_key_passes.entry(both).or_insert_with(|| entry.clone());
+    /// Adds a finding to the entry in `bug_dir`, holding the filer's lock (no other lane writes it meanwhile).
+    fn add_finding(&self, bug_dir: &str, source: &str) -> anyhow::Result<()> {
+        let _writing = self.filer.lock().unwrap_or_else(|e| e.into_inner());
+        record::add_finding(Path::new(bug_dir), source)
     }
 
     /// Attaches a finding to `entry` without running anything: it is an error whose source key and key passes are
     /// those of a finding the entry already holds (so its message is that finding's, under the same passes).
-    fn attach_certain(&mut self, dir: &Path, meta: &crate::finding::Meta, entry: &Filed) -> anyhow::Result<Filed> {
-        record::add_finding(Path::new(&entry.bug_dir), &dir.display().to_string())?;
+    fn attach_certain(&self, dir: &Path, meta: &crate::finding::Meta, entry: &Filed) -> anyhow::Result<Filed> {
+        self.add_finding(&entry.bug_dir, &dir.display().to_string())?;
         let mut t = entry.triage.clone();
         t.method = ATTACHED.into();
         t.dd_note = Some(format!(
@@ -133,22 +178,23 @@ impl Session {
     /// Attaches `finding` (of directory `dir`) to `entry` when the cheap check confirms it; `Ok(None)` when it
     /// does not.
     fn attach(
-        &mut self,
+        &self,
         dir: &Path,
         finding: Finding,
         worker: &mut Worker,
+        semantic: &mut Semantic,
         entry: &Filed,
     ) -> anyhow::Result<Option<Filed>> {
         let nodes = finding.case.model.graph.node_count();
         let case = finding.case.clone();
-        let mut r = Reproducer::new(worker, self.oracle.clone(), finding, Some(&mut self.semantic));
+        let mut r = Reproducer::new(worker, self.oracle.clone(), finding, Some(semantic));
         if r.finding.symptom == Symptom::Inconsistency {
             r.keep_class = Some(entry.triage.class);
         }
         if r.check(&case, &entry.triage.culprits).is_none() {
             return Ok(None);
         }
-        record::add_finding(Path::new(&entry.bug_dir), &r.finding.source)?;
+        self.add_finding(&entry.bug_dir, &r.finding.source)?;
         let mut t = entry.triage.clone();
         t.method = ATTACHED.into();
         t.dd_note = Some(format!("attached to {} by a check of its culprits on this finding's model", entry.signature));
@@ -170,6 +216,61 @@ fn count<'a>(list: &'a mut Vec<(usize, Filed)>, filed: &Filed) -> &'a mut Filed 
     &mut list[i].1
 }
 
+/// Findings waiting for a session's lanes. A lane takes the first whose source key no lane is triaging, and waits
+/// while every waiting finding's key is being triaged: a later finding of a key is then attached to the entry its
+/// first made, never triaged in full beside it.
+pub struct Backlog {
+    state: Mutex<(std::collections::VecDeque<(String, PathBuf)>, std::collections::HashSet<String>)>,
+    changed: std::sync::Condvar,
+}
+
+impl Backlog {
+    /// Finding directories in the order to triage them, each with its source key (its coarse signature for an
+    /// older campaign's finding without a key).
+    pub fn new(dirs: impl IntoIterator<Item = PathBuf>) -> Backlog {
+        let keyed = dirs
+            .into_iter()
+            .map(|d| {
+                let key = crate::finding::load_meta(&d).map(|m| if m.key.is_empty() { m.signature } else { m.key });
+                (key.unwrap_or_default(), d)
+            })
+            .collect();
+        Backlog { state: Mutex::new((keyed, Default::default())), changed: std::sync::Condvar::new() }
+    }
+
+    /// The next finding for a lane (None: the backlog is empty); the lane calls [`Backlog::done`] with its key.
+    pub fn take(&self) -> Option<(String, PathBuf)> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let (queue, busy) = &mut *st;
+            if queue.is_empty() {
+                return None;
+            }
+            if let Some(i) = queue.iter().position(|(k, _)| k.is_empty() || !busy.contains(k)) {
+                let (key, dir) = queue.remove(i).expect("found");
+                busy.insert(key.clone());
+                return Some((key, dir));
+            }
+            st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// The lane finished the finding of `key`.
+    pub fn done(&self, key: &str) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).1.remove(key);
+        self.changed.notify_all();
+    }
+
+    /// Findings still waiting.
+    pub fn len(&self) -> usize {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// How many entries of its coarse signature a finding is checked against before it is triaged in full.
 const MAX_TRIES: usize = 16;
 
@@ -179,4 +280,37 @@ pub const ATTACHED: &str = "attached";
 /// A finding directory's `triage.json`, when it has a readable one.
 pub fn load_filed(dir: &Path) -> Option<Filed> {
     crate::finding::read_triaged(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Backlog;
+    use std::path::PathBuf;
+
+    fn backlog(keys: &[&str]) -> Backlog {
+        let b = Backlog::new(Vec::new());
+        b.state.lock().unwrap().0 =
+            keys.iter().enumerate().map(|(i, k)| (k.to_string(), PathBuf::from(i.to_string()))).collect();
+        b
+    }
+
+    #[test]
+    fn a_lane_never_takes_a_key_another_lane_is_triaging() {
+        let b = backlog(&["a", "a", "b"]);
+        let first = b.take().unwrap();
+        assert_eq!(first, ("a".to_string(), PathBuf::from("0")));
+        // the second "a" waits: "b" comes first
+        assert_eq!(b.take().unwrap(), ("b".to_string(), PathBuf::from("2")));
+        // now only "a" is left, and "a" is busy: a lane waits until it is done
+        std::thread::scope(|s| {
+            let waiting = s.spawn(|| b.take());
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            assert!(!waiting.is_finished(), "the lane waits for the key's first finding");
+            b.done("a");
+            assert_eq!(waiting.join().unwrap(), Some(("a".to_string(), PathBuf::from("1"))));
+        });
+        b.done("a");
+        b.done("b");
+        assert!(b.take().is_none() && b.is_empty());
+    }
 }
