@@ -125,10 +125,13 @@ pub fn stable_hash(s: &str) -> String {
 pub const HOME_VAR: &str = "OATEST_HOME";
 
 /// The directories oatest searches for its project's files: `$OATEST_HOME` when set, then the current directory
-/// and its ancestors, then the executable's ancestors.
+/// and its ancestors, then the executable's ancestors, then, when `$OATEST_HOME` is not set, the checkout it was
+/// built from (a binary installed with `cargo install --path .` finds the patterns beside its sources while they
+/// are there).
 pub fn search_roots() -> Vec<std::path::PathBuf> {
     let mut roots: Vec<std::path::PathBuf> = Vec::new();
-    if let Some(home) = std::env::var_os(HOME_VAR).filter(|h| !h.is_empty()) {
+    let home = std::env::var_os(HOME_VAR).filter(|h| !h.is_empty());
+    if let Some(home) = &home {
         roots.push(std::path::PathBuf::from(home));
     }
     if let Ok(cwd) = std::env::current_dir() {
@@ -137,11 +140,15 @@ pub fn search_roots() -> Vec<std::path::PathBuf> {
     if let Ok(exe) = std::env::current_exe() {
         roots.extend(exe.ancestors().map(Path::to_path_buf));
     }
+    if home.is_none() {
+        roots.push(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    }
     roots
 }
 
-/// The first existing `rel` below `$OATEST_HOME`, the current directory, its ancestors, or the executable's
-/// ancestors (how oatest finds its project's files: patterns/, python/, data/, .venv/).
+/// The first existing `rel` below `$OATEST_HOME`, the current directory, its ancestors, the executable's
+/// ancestors, or the checkout it was built from (how oatest finds its project's files: patterns/, python/, data/,
+/// .venv/).
 pub fn project_file(rel: &str) -> Option<std::path::PathBuf> {
     search_roots().into_iter().map(|r| r.join(rel)).find(|p| p.exists())
 }

@@ -104,8 +104,9 @@ fn seeds_gen_writes_count_files_and_rejects_bad_flags() {
     assert!(!Path::new(&out.join("seed_00012.onnx")).exists());
 }
 
-/// An installed binary (copied out of the checkout) finds its pattern libraries through `$OATEST_HOME`; without
-/// it, an ORT campaign is refused with the fix named, never run in random mode instead.
+/// An installed binary (copied out of the checkout) finds its pattern libraries through `$OATEST_HOME`, or without
+/// it in the checkout it was built from; a home without them refuses an ORT campaign with the fix named, never
+/// running it in random mode instead.
 #[test]
 fn an_installed_binary_takes_its_files_from_oatest_home_or_names_the_fix() {
     let dir = tempfile::tempdir().unwrap();
@@ -120,11 +121,16 @@ fn an_installed_binary_takes_its_files_from_oatest_home_or_names_the_fix() {
         }
         c.output().expect("oatest runs")
     };
-    let o = run(None, &["fuzz", "--target", "ort", "--tests", "1", "--out", "r"]);
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = run(Some(empty.to_str().unwrap()), &["fuzz", "--target", "ort", "--tests", "1", "--out", "r"]);
     assert_clean_error(&o, &["no pattern library for ort", "OATEST_HOME", "--patterns", "--mode random"]);
     assert!(!dir.path().join("r").exists(), "nothing ran");
-    let doctor = run(None, &["doctor"]);
+    let doctor = run(Some(empty.to_str().unwrap()), &["doctor"]);
     assert!(String::from_utf8_lossy(&doctor.stdout).contains("home:  not found"), "{doctor:?}");
+    let doctor = run(None, &["doctor"]);
+    let out = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    assert!(out.contains("from the checkout this binary was built from"), "{out}");
     let home = env!("CARGO_MANIFEST_DIR");
     let doctor = run(Some(home), &["doctor"]);
     let out = String::from_utf8_lossy(&doctor.stdout).into_owned();

@@ -17,6 +17,9 @@ pub fn run(a: DoctorArgs) -> anyhow::Result<()> {
         Some(root) => {
             let from = match &home {
                 Some(h) if root == std::path::Path::new(h) => format!("${}", crate::util::HOME_VAR),
+                _ if root == std::path::Path::new(env!("CARGO_MANIFEST_DIR")) => {
+                    "the checkout this binary was built from".to_string()
+                }
                 _ => "the current directory's or the executable's ancestors".to_string(),
             };
             let libs: Vec<String> = ["ort", "tvm", "ort-transformers"]

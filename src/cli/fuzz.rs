@@ -144,8 +144,9 @@ impl FuzzArgs {
                 if matches!(target.first(), TargetKind::Ort | TargetKind::Tvm | TargetKind::OrtTransformers) =>
             {
                 anyhow::bail!(
-                    "no pattern library for {} found (patterns/{} under ${}, the current directory or the \
-                 executable's): set {} to the oatest checkout, pass --patterns DIR, or choose --mode random",
+                    "no pattern library for {} found (patterns/{} under ${}, the current directory, the \
+                 executable's or the checkout it was built from): set {} to the oatest checkout, pass --patterns \
+                 DIR, or choose --mode random",
                     self.target,
                     target.first().name(),
                     crate::util::HOME_VAR,
