@@ -73,9 +73,21 @@ pub struct RunnerSpec {
 type WireTensor = (String, i32, Vec<i64>, Vec<u8>);
 type Reply = (String, String, Vec<WireTensor>, Vec<String>, Vec<String>);
 
+/// Gives the interpreter the standard library of the Python it was built for (`OATEST_PYTHON_HOME`, from
+/// build.rs) before it starts, unless `PYTHONHOME` says otherwise: an embedded interpreter would take its home from
+/// the first `python3` on PATH, which may be another installation of the same version (pyenv beside the system
+/// Python), whose C extensions do not load.
+fn standard_library_home() {
+    let home = env!("OATEST_PYTHON_HOME");
+    if std::env::var_os("PYTHONHOME").is_none() && !home.is_empty() && std::path::Path::new(home).is_dir() {
+        std::env::set_var("PYTHONHOME", home);
+    }
+}
+
 impl Runner {
     pub fn load(spec: RunnerSpec) -> anyhow::Result<Runner> {
         let site = venv_site_packages(spec.package);
+        standard_library_home();
         Python::attach(|py| -> anyhow::Result<Runner> {
             let module = load_modules(py, site.as_deref(), spec.sources).map_err(|e| {
                 let no_venv =
