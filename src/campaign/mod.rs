@@ -279,8 +279,11 @@ fn start_triager(
     let duty = (settings.triage_share * settings.jobs.max(1) as f64).min(1.0);
     let limits = crate::triage::reduce::Limits { max_checks: 1000, time: Duration::from_secs(60) };
     let out = settings.out.clone();
-    let mut t =
-        triager::Triager::start(spec, out, oracle.clone(), limits, labeler, duty, settings.jobs.max(1), stop.clone());
+    // finishing lanes: one per job, at most one per core (an oversubscribed campaign's extra lanes would only
+    // start more workers and semantic references on the same cores)
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let lanes = settings.jobs.clamp(1, cores.max(1));
+    let mut t = triager::Triager::start(spec, out, oracle.clone(), limits, labeler, duty, lanes, stop.clone());
     let mut seen = std::collections::HashSet::new();
     for dir in finding::finding_dirs(&settings.out, true)? {
         let sig = finding::load_meta(&dir).map(|m| if m.key.is_empty() { m.signature } else { m.key });
