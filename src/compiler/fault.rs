@@ -3,9 +3,9 @@
 //! `crash_once`: only the first optimized run crashes). Value faults shift float outputs: `wrong` the optimized
 //! run's by +1, `wrong_reference` the unoptimized run's by +1 (the optimized run is right), `wrong_both` +1 and
 //! -1, `skew` +k and -k (k = `oatest.fault.skew`), `nan_to_inf` turns the optimized run's NaNs into +Inf;
-//! `noisy` adds run-to-run noise in every configuration (nondeterminism), `noisy_wrong` is `wrong` on a reference
-//! that varies from run to run by a few 1e-7 (within the tolerance, but not bit for bit the same); `float64`: the
-//! optimized run computes in float64 (a rewrite nearer the exact values). Outputs are the inputs echoed, or,
+//! `noisy` shifts every run by one more than the last, in every configuration (nondeterminism), `noisy_wrong` is
+//! `wrong` on a reference that varies from run to run by a few 1e-7 (within the tolerance, but not bit for bit the
+//! same); `float64`: the optimized run computes in float64 (a rewrite nearer the exact values). Outputs are the inputs echoed, or,
 //! with `oatest.fault.compute` = `onnx`, the model's true values (onnx.reference, `python` feature). With
 //! `oatest.fault.needs` = `FuseA;FuseB` the fault is an optimizer bug with known culprits: every optimized
 //! run "fires" one pass `Fuse<Op>` per op type in the graph (unless disabled), and the fault happens only
@@ -177,9 +177,12 @@ impl Target for FaultTarget {
         };
         let optimized = config.level != super::Level::Disable;
         let shift = match fault {
-            Some("noisy") => std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.subsec_nanos() % 1000 + 1) as f64,
+            // every run of the process shifts by one more than the last: two runs never agree, and a deviation
+            // is never far beyond the references' spread (a clock's digits could make two runs agree)
+            Some("noisy") => {
+                static NOISY_RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+                NOISY_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as f64
+            }
             Some(_) if optimized => faulty,
             _ => plain,
         };
