@@ -8,10 +8,10 @@ use crate::compiler::{Config, Outcome};
 use crate::finding::Unconfirmed;
 use crate::oracle::{confirm, Hints, Judgement, Oracle, Rerun, Verdict};
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A made test on its way to a lane, with the seconds it took to make.
 pub(super) struct Job {
@@ -55,6 +55,10 @@ pub(super) struct Lanes {
     pub recycle_tests: u64,
     /// Replace a worker process whose resident memory exceeds this many MiB (0: never).
     pub recycle_mb: u64,
+    /// Lanes triage borrowed: lane `i` pauses before its next test while `i` is below it (the triage share).
+    pub borrowed: Arc<AtomicUsize>,
+    /// The campaign's budget is spent: no lane pauses any more.
+    pub closing: AtomicBool,
 }
 
 /// Counts an inconsistency that fell at its re-run, keeping it.
@@ -154,6 +158,9 @@ pub(super) fn execute(
     let mut since: Vec<(u64, u64)> = lane.iter().map(|w| (w.starts, 0)).collect();
     publish(index, &lane, &shared);
     loop {
+        while index < shared.borrowed.load(Ordering::Relaxed) && !shared.closing.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let waited = Instant::now();
         let next = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
         let Ok(job) = next else { break };

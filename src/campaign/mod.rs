@@ -71,6 +71,8 @@ pub fn run(
         pids: (0..nlanes * nkinds).map(|_| std::sync::atomic::AtomicU32::new(0)).collect(),
         recycle_tests: settings.recycle_tests,
         recycle_mb: settings.recycle_mb,
+        borrowed: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        closing: AtomicBool::new(false),
     });
     let (job_tx, job_rx) = sync_channel::<execute::Job>(2 * nlanes);
     let job_rx = Arc::new(Mutex::new(job_rx));
@@ -87,7 +89,7 @@ pub fn run(
 
     // triage in the background: findings left from an interrupted run first; entries labeled with the known
     // upstream bugs and the other ORT builds
-    let mut triager = start_triager(&settings, kinds, &oracle, &stop)?;
+    let mut triager = start_triager(&settings, kinds, &oracle, &stop, &shared.borrowed)?;
     let mut filing = Filing {
         settings: &settings,
         exemplars: finding::exemplars::Exemplars::new(&settings.out, settings.exemplars),
@@ -141,6 +143,10 @@ pub fn run(
             next_id = shard.next(next_id);
         }
         producer.processed(next_id);
+        if !producer.running() {
+            // the budget is spent: no lane pauses for triage any more, so the last tests drain at once
+            shared.closing.store(true, Ordering::Relaxed);
+        }
         if disconnected && !(!producer.running() && next_id >= producer.end()) {
             anyhow::bail!("all worker threads ended with test {next_id} not run");
         }
@@ -149,7 +155,9 @@ pub fn run(
         }
         let el = elapsed();
         if last_memory.is_none_or(|t| t.elapsed().as_secs_f64() >= stats::MEMORY_EVERY_SEC) {
-            stats.sample_memory(memory_sample(el, &shared.pids));
+            let mut sample = memory_sample(el, &shared.pids);
+            sample.triage_backlog = triager.as_ref().map_or(0, |t| t.backlog() as u64);
+            stats.sample_memory(sample);
             last_memory = Some(Instant::now());
         }
         if last_sample.elapsed() >= Duration::from_secs(1) {
@@ -262,6 +270,7 @@ fn start_triager(
     kinds: &[crate::compiler::TargetKind],
     oracle: &Oracle,
     stop: &Arc<AtomicBool>,
+    borrowed: &Arc<std::sync::atomic::AtomicUsize>,
 ) -> anyhow::Result<Option<triager::Triager>> {
     if !settings.triage || kinds.len() != 1 {
         return Ok(None);
@@ -270,20 +279,18 @@ fn start_triager(
     let labeler = crate::report::upstream::Labeler::new(known, &settings.also_ort_libs);
     let mut spec = WorkerSpec::new(kinds[0].clone())?;
     spec.ort_lib = settings.ort_lib.clone();
-    // the triager takes its share of the lanes' time (`--triage-share`: working a share of its time at normal
-    // priority, so the backlog stays bounded), or with a share of 0 only CPU time the campaign leaves idle (it
+    // triage takes its share of the lanes (`--triage-share`: its working lanes pause campaign lanes, so the
+    // share holds on oversubscribed cores too), or with a share of 0 only CPU time the campaign leaves idle (it
     // catches up when the campaign's workers stop); its hang limit counts the CPU time it got
     spec.timeout = Duration::from_millis(settings.timeout_ms);
     spec.background = settings.triage_share <= 0.0;
     spec.mem_limit_mb = Some(settings.mem_mb);
-    let duty = (settings.triage_share * settings.jobs.max(1) as f64).min(1.0);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let share = triager::Share::new(settings.triage_share, settings.jobs, cores);
     let limits = crate::triage::reduce::Limits { max_checks: 1000, time: Duration::from_secs(60) };
     let out = settings.out.clone();
-    // finishing lanes: one per job, at most one per core (an oversubscribed campaign's extra lanes would only
-    // start more workers and semantic references on the same cores)
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let lanes = settings.jobs.clamp(1, cores.max(1));
-    let mut t = triager::Triager::start(spec, out, oracle.clone(), limits, labeler, duty, lanes, stop.clone());
+    let mut t =
+        triager::Triager::start(spec, out, oracle.clone(), limits, labeler, share, borrowed.clone(), stop.clone());
     let mut seen = std::collections::HashSet::new();
     for dir in finding::finding_dirs(&settings.out, true)? {
         let sig = finding::load_meta(&dir).map(|m| if m.key.is_empty() { m.signature } else { m.key });
@@ -330,6 +337,7 @@ fn memory_sample(elapsed: f64, pids: &[std::sync::atomic::AtomicU32]) -> stats::
         elapsed_sec: elapsed,
         fuzzer_mb: rss_bytes(None).map_or(0.0, mb),
         workers_mb: pids.iter().map(|p| worker(p.load(Ordering::Relaxed))).collect(),
+        triage_backlog: 0,
     }
 }
 

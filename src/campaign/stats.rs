@@ -148,6 +148,9 @@ pub struct MemSample {
     pub fuzzer_mb: f64,
     /// One per worker of the lanes, lane-major (0: no process at that moment, e.g. between two).
     pub workers_mb: Vec<f64>,
+    /// Findings waiting for triage at that moment (bounded by the triage share while the campaign runs).
+    #[serde(default)]
+    pub triage_backlog: u64,
 }
 
 /// How often memory is sampled.

@@ -48,6 +48,11 @@ impl Semantic {
         Semantic { spec: None, worker: None, broken: Some(why.to_string()) }
     }
 
+    /// The process id of the reference's worker, while one runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.worker.as_ref().and_then(|w| w.pid())
+    }
+
     /// The reference's outputs for `model` (ONNX bytes), or why there are none.
     pub fn run(&mut self, model: &[u8], feeds: &[NamedTensor]) -> Result<Outcome, NoReference> {
         self.evaluate(model, feeds, false)

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 /// CPU time (user + system) a process has used so far, from /proc.
-pub(super) fn cpu_time(pid: u32) -> Option<Duration> {
+pub fn cpu_time(pid: u32) -> Option<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     // after the command: state is field 3, utime 14 and stime 15 (1-based, as in proc(5))
@@ -45,6 +45,17 @@ pub fn own_cpu_time() -> Duration {
     let ru = own_rusage();
     let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
     Duration::from_micros(us(ru.ru_utime) + us(ru.ru_stime))
+}
+
+/// CPU time (user + system) the calling thread has used so far.
+pub fn thread_cpu_time() -> Duration {
+    // SAFETY: an all-zero timespec is a valid value, and clock_gettime writes into the struct it is given.
+    let ts = unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+        ts
+    };
+    Duration::new(ts.tv_sec.max(0) as u64, ts.tv_nsec.clamp(0, 999_999_999) as u32)
 }
 
 /// The largest resident set size this process has had, in MiB.

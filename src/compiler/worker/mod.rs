@@ -9,7 +9,7 @@ mod protocol;
 mod reader;
 
 pub use child::serve;
-pub use cpu::{own_cpu_time, own_peak_rss_mb, rss_bytes};
+pub use cpu::{cpu_time, own_cpu_time, own_peak_rss_mb, rss_bytes, thread_cpu_time};
 pub use parent::{classify, Worker, WorkerCpu, WorkerInfo, WorkerSpec, BACKGROUND_WALL_FACTOR};
 pub use pool::Pool;
 pub use protocol::{read_frame, write_frame, Accounting, Request, Response, MAX_INPUT_BYTES};
