@@ -61,6 +61,15 @@ pub(super) struct Lanes {
     pub closing: AtomicBool,
 }
 
+impl Lanes {
+    /// For `workers` worker processes in all, none running yet, nothing borrowed.
+    pub fn new(workers: usize, recycle_tests: u64, recycle_mb: u64) -> Lanes {
+        let pids = (0..workers).map(|_| AtomicU32::new(0)).collect();
+        let (borrowed, closing) = (Arc::new(AtomicUsize::new(0)), AtomicBool::new(false));
+        Lanes { pids, recycle_tests, recycle_mb, borrowed, closing }
+    }
+}
+
 /// Counts an inconsistency that fell at its re-run, keeping it.
 fn fell(d: &mut Done, verdict: Verdict, why: Rerun) {
     match why {

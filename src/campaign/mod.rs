@@ -67,13 +67,7 @@ pub fn run(
 
     // lane threads: each owns its workers, takes tests from a bounded queue, runs and judges them
     let (nlanes, nkinds) = (lanes.len(), kinds.len());
-    let shared = Arc::new(execute::Lanes {
-        pids: (0..nlanes * nkinds).map(|_| std::sync::atomic::AtomicU32::new(0)).collect(),
-        recycle_tests: settings.recycle_tests,
-        recycle_mb: settings.recycle_mb,
-        borrowed: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
-        closing: AtomicBool::new(false),
-    });
+    let shared = Arc::new(execute::Lanes::new(nlanes * nkinds, settings.recycle_tests, settings.recycle_mb));
     let (job_tx, job_rx) = sync_channel::<execute::Job>(2 * nlanes);
     let job_rx = Arc::new(Mutex::new(job_rx));
     let (done_tx, done_rx) = channel::<Done>();
@@ -143,10 +137,8 @@ pub fn run(
             next_id = shard.next(next_id);
         }
         producer.processed(next_id);
-        if !producer.running() {
-            // the budget is spent: no lane pauses for triage any more, so the last tests drain at once
-            shared.closing.store(true, Ordering::Relaxed);
-        }
+        // the budget spent, no lane pauses for triage any more: the last tests drain at once
+        shared.closing.store(!producer.running(), Ordering::Relaxed);
         if disconnected && !(!producer.running() && next_id >= producer.end()) {
             anyhow::bail!("all worker threads ended with test {next_id} not run");
         }
@@ -155,9 +147,7 @@ pub fn run(
         }
         let el = elapsed();
         if last_memory.is_none_or(|t| t.elapsed().as_secs_f64() >= stats::MEMORY_EVERY_SEC) {
-            let mut sample = memory_sample(el, &shared.pids);
-            sample.triage_backlog = triager.as_ref().map_or(0, |t| t.backlog() as u64);
-            stats.sample_memory(sample);
+            stats.sample_memory(memory_sample(el, &shared.pids, triager.as_ref()));
             last_memory = Some(Instant::now());
         }
         if last_sample.elapsed() >= Duration::from_secs(1) {
@@ -178,7 +168,7 @@ pub fn run(
             last_page = Instant::now();
         }
     }
-    stats.sample_memory(memory_sample(elapsed(), &shared.pids));
+    stats.sample_memory(memory_sample(elapsed(), &shared.pids, triager.as_ref()));
     account(&mut stats);
     producer.join();
     for t in threads {
@@ -328,8 +318,12 @@ fn finish_triage(
     }
 }
 
-/// Resident memory now: this process and each lane's workers.
-fn memory_sample(elapsed: f64, pids: &[std::sync::atomic::AtomicU32]) -> stats::MemSample {
+/// Resident memory now: this process and each lane's workers; and triage's backlog.
+fn memory_sample(
+    elapsed: f64,
+    pids: &[std::sync::atomic::AtomicU32],
+    triager: Option<&triager::Triager>,
+) -> stats::MemSample {
     use crate::compiler::worker::rss_bytes;
     let mb = |b: u64| b as f64 / (1u64 << 20) as f64;
     let worker = |p: u32| if p == 0 { 0.0 } else { rss_bytes(Some(p)).map_or(0.0, mb) };
@@ -337,7 +331,7 @@ fn memory_sample(elapsed: f64, pids: &[std::sync::atomic::AtomicU32]) -> stats::
         elapsed_sec: elapsed,
         fuzzer_mb: rss_bytes(None).map_or(0.0, mb),
         workers_mb: pids.iter().map(|p| worker(p.load(Ordering::Relaxed))).collect(),
-        triage_backlog: 0,
+        triage_backlog: triager.map_or(0, |t| t.backlog() as u64),
     }
 }
 

@@ -12,13 +12,16 @@ pub struct FuzzArgs {
     /// ort, tract, tvm or ort-transformers (fuzz also takes two, e.g. ort,tract).
     #[arg(long, default_value = "ort")]
     pub target: String,
+    /// Stop making tests after this many hours (fractions too), then finish triage.
     #[arg(long, conflicts_with_all = ["minutes", "tests"])]
     pub hours: Option<f64>,
+    /// Stop making tests after this many minutes (fractions too), then finish triage.
     #[arg(long, conflicts_with = "tests")]
     pub minutes: Option<f64>,
     /// Stop after this many tests.
     #[arg(long)]
     pub tests: Option<u64>,
+    /// Campaign seed: with it and a test's id, the test is made again byte for byte.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Worker processes (default: number of cores).

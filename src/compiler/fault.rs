@@ -16,6 +16,13 @@
 use super::{Config, NamedTensor, Outcome, Status, Target};
 use crate::graph::onnx::decode_model;
 
+/// `noisy`: every run of the process shifts by one more than the last, so two runs never agree and a deviation
+/// is never far beyond the references' spread (a clock's digits could make two runs agree).
+fn noisy_shift() -> f64 {
+    static NOISY_RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NOISY_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as f64
+}
+
 #[derive(Default)]
 pub struct FaultTarget {
     /// The semantic reference, loaded for the first model that asks for true values.
@@ -177,12 +184,7 @@ impl Target for FaultTarget {
         };
         let optimized = config.level != super::Level::Disable;
         let shift = match fault {
-            // every run of the process shifts by one more than the last: two runs never agree, and a deviation
-            // is never far beyond the references' spread (a clock's digits could make two runs agree)
-            Some("noisy") => {
-                static NOISY_RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-                NOISY_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as f64
-            }
+            Some("noisy") => noisy_shift(),
             Some(_) if optimized => faulty,
             _ => plain,
         };

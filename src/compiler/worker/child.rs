@@ -7,6 +7,12 @@ use crate::compiler::{open, Outcome, Status, TargetKind};
 /// The child side: serve requests until stdin closes. Stdout is kept for frames only: anything a library
 /// prints to fd 1 goes to stderr instead.
 pub fn serve(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Result<()> {
+    // a worker takes transparent huge pages as the system allows (main turned them off for the fuzzer, whose
+    // many threads' allocator segments they made resident; the compilers' speed with them is left as it was)
+    // SAFETY: PR_SET_THP_DISABLE takes plain integers and touches no memory of ours.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
+    }
     // SAFETY: plain fd duplication at startup, before any other thread writes to stdout.
     let frames_fd = unsafe {
         let fd = libc::dup(1);
