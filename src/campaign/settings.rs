@@ -71,13 +71,13 @@ pub struct Settings {
     /// (`--keep-all`, and checkpoints older than the limit, which wrote every finding).
     #[serde(default)]
     pub exemplars: Option<usize>,
-    /// The share of the lanes' time background triage may take while the campaign runs (0: only CPU time the
-    /// campaign leaves idle; checkpoints older than the share resume with it).
+    /// The share of the lanes background triage takes while the campaign runs (`triager::Share`; 0: only CPU
+    /// time the campaign leaves idle; checkpoints older than the share resume with it).
     #[serde(default)]
     pub triage_share: f64,
 }
 
-/// Default of `--triage-share`: triage runs as one lane in eight would.
+/// Default of `--triage-share`: one lane in eight.
 pub const TRIAGE_SHARE: f64 = 0.125;
 
 /// Default of `--feedback-every`.

@@ -88,8 +88,9 @@ pub struct FuzzArgs {
     /// Write every finding as a directory (no limit per source key).
     #[arg(long, conflicts_with = "exemplars")]
     pub keep_all: bool,
-    /// Share of the lanes' time background triage may take while the campaign runs (0: idle CPU only; the
-    /// default runs triage as one lane in eight would).
+    /// Share of the lanes background triage takes while the campaign runs: as many campaign lanes pause while
+    /// it works (0: idle CPU only; the default: one lane in eight; twice that while its backlog would take over
+    /// 30 s to finish).
     #[arg(long, value_name = "F", default_value_t = campaign::TRIAGE_SHARE)]
     pub triage_share: f64,
     /// Run the K-th of N disjoint slices of the campaign (test ids = K mod N; `--tests` counts the whole
