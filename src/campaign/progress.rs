@@ -39,7 +39,7 @@ impl Progress {
     fn line(stats: &Stats) -> String {
         let f = |k: &str| stats.by_symptom.get(k).copied().unwrap_or(0);
         format!(
-            "{:.0} tests/s, valid {:.1}%, {} passes fired, findings {} ({} signatures, {} keys, {} kept): crash {} error {} hang {} inconsistency {}",
+            "{:.0} tests/s, valid {:.1}%, {} passes fired, findings {} ({} signatures, {} keys, {} kept, {} triaged), {} bugs: crash {} error {} hang {} inconsistency {}",
             stats.tests_per_sec,
             stats.validity_rate * 100.0,
             stats.passes_fired.len(),
@@ -47,6 +47,8 @@ impl Progress {
             stats.findings_unique,
             stats.keys.len(),
             stats.findings_written,
+            stats.findings_triaged,
+            stats.bugs,
             f("crash"),
             f("error"),
             f("hang"),

@@ -25,7 +25,8 @@ pub struct ReduceArgs {
     /// Configurations (first = reference); repeatable. Default: the target's differential set.
     #[arg(long = "config")]
     pub configs: Vec<String>,
-    /// The bug directory to write (default: <model stem>-bug/).
+    /// The bug directory to write (default: <model stem>-bug/); two passes that each show the bug on their own
+    /// give a second one, <out>-2.
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
@@ -74,30 +75,37 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
     println!("{}: {} under {}", a.model.display(), finding.symptom, finding.config);
     let mut semantic = triage::classify::Semantic::new(false);
     let mut r = Reproducer::new(&mut w, oracle.clone(), finding, Some(&mut semantic));
-    let (t, m) = triage::triage(&mut r, a.opts.limits());
-    let upstream = labeler.label(&r, &t, &m);
     let out = a
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}-bug", a.model.file_stem().unwrap_or_default().to_string_lossy())));
-    crate::report::entry::write(&out, &mut r, &t, &m, &upstream, oracle.tolerance, vec![source])?;
-    println!("class: {} ({})", t.class, t.class_note);
-    println!(
-        "culprits: {} [{} in {} runs]; {} -> {} nodes in {} checks{}; {} runs in all",
-        if t.culprits.is_empty() { "-".to_string() } else { t.culprits.join("+") },
-        t.method,
-        t.dd_runs,
-        t.original_nodes,
-        t.nodes,
-        t.reduction_checks,
-        if t.confirmed { "" } else { " (NOT confirmed)" },
-        t.runs
-    );
-    println!("upstream: {}", upstream.known_label());
-    if !upstream.versions.is_empty() {
-        let fixed = upstream.fixed_upstream.as_ref().map(|v| format!(" (fixed upstream in {v})")).unwrap_or_default();
-        println!("affected versions: {}{fixed}", upstream.versions_line());
+    // two passes that each show it on their own give two bug directories: out, then out-2
+    for (k, (t, m)) in triage::triage_all(&mut r, a.opts.limits()).into_iter().enumerate() {
+        let out = if k == 0 { out.clone() } else { PathBuf::from(format!("{}-{}", out.display(), k + 1)) };
+        let upstream = labeler.label(&r, &t, &m);
+        crate::report::entry::write(&out, &mut r, &t, &m, &upstream, oracle.tolerance, vec![source.clone()])?;
+        println!("class: {} ({})", t.class, t.class_note);
+        println!(
+            "culprits: {} [{} in {} runs]; {} -> {} nodes in {} checks{}; {} runs in all",
+            if t.culprits.is_empty() { "-".to_string() } else { t.culprits.join("+") },
+            t.method,
+            t.dd_runs,
+            t.original_nodes,
+            t.nodes,
+            t.reduction_checks,
+            if t.confirmed { "" } else { " (NOT confirmed)" },
+            t.runs
+        );
+        if !t.also_faulty.is_empty() {
+            println!("also faulty on its own: {} (disabled here; its own directory)", t.also_faulty.join("+"));
+        }
+        println!("upstream: {}", upstream.known_label());
+        if !upstream.versions.is_empty() {
+            let fixed =
+                upstream.fixed_upstream.as_ref().map(|v| format!(" (fixed upstream in {v})")).unwrap_or_default();
+            println!("affected versions: {}{fixed}", upstream.versions_line());
+        }
+        println!("wrote {}", out.display());
     }
-    println!("wrote {}", out.display());
     Ok(())
 }

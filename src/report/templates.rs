@@ -129,7 +129,16 @@ pub(super) fn responsible(t: &Triaged, pass_kind: &str) -> String {
             t.enablers.join(" + ")
         )
     };
-    format!("The {pass_kind} responsible is `{}`{enabled}.", faulty(t))
+    let also = if t.also_faulty.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " `{}` shows the same symptom on this model on its own (another bug, with an entry of its own); it is \
+             disabled in the configuration below.",
+            t.also_faulty.join(" + ")
+        )
+    };
+    format!("The {pass_kind} responsible is `{}`{enabled}.{also}", faulty(t))
 }
 
 /// The results per level with the semantic reference's verdict and expected vs actual.

@@ -43,6 +43,10 @@ pub struct Triaged {
     /// shows the bug under the other culprits); the faulty passes are the other culprits.
     #[serde(default)]
     pub enablers: Vec<String>,
+    /// Passes that show the same symptom on the same model on their own (another bug, with an entry of its own):
+    /// disabled in this entry's configuration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_faulty: Vec<String>,
     /// `bisect`, `ddmin` or `unresolved`; `attached` for a finding attached to an existing entry
     /// ([`session`]).
     pub method: String,
@@ -97,6 +101,41 @@ pub trait Filer: Send {
         t: &mut Triaged,
         m: &Minimized,
     ) -> anyhow::Result<(std::path::PathBuf, bool)>;
+}
+
+/// [`triage`], and for a finding that two passes each show on their own an entry for each. The first search
+/// names one of them, whose disabling with the other passes on leaves the symptom (the filing gate makes that
+/// `unattributed`): the finding is then triaged again with it disabled, which names the other, and once more
+/// with the other disabled. Each entry names the other pass in `also_faulty`.
+pub fn triage_all(r: &mut Reproducer, limits: Limits) -> Vec<(Triaged, Minimized)> {
+    let first = triage(r, limits);
+    if first.0.class != Class::Unattributed || first.0.culprits.is_empty() {
+        return vec![first];
+    }
+    let one = first.0.culprits.clone();
+    let mut second = triage_without(r, limits, &one);
+    if second.0.class != Class::Optimizer || second.0.culprits.iter().any(|p| one.contains(p)) {
+        return vec![first];
+    }
+    let two = second.0.culprits.clone();
+    second.0.also_faulty = one.clone();
+    let mut again = triage_without(r, limits, &two);
+    if again.0.class != Class::Optimizer || again.0.culprits != one {
+        return vec![second];
+    }
+    again.0.also_faulty = two;
+    vec![again, second]
+}
+
+/// [`triage`] with `disabled` off in the finding's configuration (and no longer among the passes it fired).
+fn triage_without(r: &mut Reproducer, limits: Limits, disabled: &[String]) -> (Triaged, Minimized) {
+    let (config, fired) = (r.finding.config.clone(), r.finding.fired.clone());
+    r.finding.config.disabled.extend(disabled.iter().cloned());
+    r.finding.fired.retain(|p| !disabled.contains(p));
+    r.keep_class = None;
+    let out = triage(r, limits);
+    (r.finding.config, r.finding.fired) = (config, fired);
+    out
 }
 
 /// Culprits, then reduction, then the signature of one finding.
@@ -207,6 +246,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         class_note,
         culprits,
         enablers,
+        also_faulty: Vec::new(),
         method: c.method.to_string(),
         dd_runs,
         dd_note: c.note.clone(),
@@ -315,24 +355,29 @@ pub fn triage_dir(
 ) -> anyhow::Result<Option<Filed>> {
     let Some(finding) = Finding::load(dir)? else { return Ok(None) };
     let mut r = Reproducer::new(worker, oracle, finding, Some(semantic));
-    let (mut t, mut m) = triage(&mut r, limits);
+    let mut all = triage_all(&mut r, limits);
     // a long-lived worker's history (the runner's caches) can hide what a fresh process shows: a finding whose
     // symptom did not come back is triaged once more in a fresh worker process
-    if !t.confirmed && r.finding.symptom != Symptom::Hang {
+    if !all[0].0.confirmed && r.finding.symptom != Symptom::Hang {
         r.worker.recycle();
-        let (again, m2) = triage(&mut r, limits);
-        if again.confirmed {
-            let note = "confirmed in a fresh worker process (the first one's did not show it)".to_string();
-            t = Triaged {
-                dd_note: Some(again.dd_note.clone().map_or(note.clone(), |n| format!("{n}; {note}"))),
-                ..again
-            };
-            m = m2;
+        let mut again = triage_all(&mut r, limits);
+        if again[0].0.confirmed {
+            let note = "confirmed in a fresh worker process (the first one's did not show it)";
+            for (t, _) in &mut again {
+                t.dd_note = Some(t.dd_note.take().map_or(note.to_string(), |n| format!("{n}; {note}")));
+            }
+            all = again;
         }
     }
-    let folder = run.join(t.class.folder());
-    let (bug_dir, new_bug) = filer.file(&folder, &mut r, &mut t, &m)?;
-    let filed = Filed { signature: t.signature.clone(), bug_dir: bug_dir.display().to_string(), new_bug, triage: t };
+    // the finding is recorded under its first entry; a second faulty pass's entry holds it too
+    let mut first: Option<Filed> = None;
+    for (mut t, m) in all {
+        let folder = run.join(t.class.folder());
+        let (bug_dir, new_bug) = filer.file(&folder, &mut r, &mut t, &m)?;
+        let filed = Filed { signature: t.signature.clone(), bug_dir: bug_dir.display().to_string(), new_bug, triage: t };
+        first.get_or_insert(filed);
+    }
+    let filed = first.expect("triage_all gives at least one");
     crate::finding::write_triaged(dir, &filed)?;
     Ok(Some(filed))
 }
