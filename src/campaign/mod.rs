@@ -341,12 +341,17 @@ fn triaged(t: &triager::Triager, stats: &mut Stats, progress: &mut progress::Pro
     while let Ok(r) = t.results.try_recv() {
         n += 1;
         match r {
-            triager::Report::Filed(f) => {
+            triager::Report::Filed(filed, key) => {
+                // what triage learned decides which later findings of the key are written (`KeyCount::explains`)
+                if let Some(k) = stats.keys.get_mut(&key) {
+                    k.culprits.extend(filed.all().map(|f| f.triage.culprits.clone()).filter(|c| !c.is_empty()));
+                }
                 stats.findings_triaged += 1;
-                stats.findings_attached += (f.triage.method == crate::triage::session::ATTACHED) as u64;
-                let class = f.triage.class;
-                *stats.triaged_by_class.entry(class.name().into()).or_default() += 1;
-                if f.new_bug {
+                stats.findings_attached += (filed.triage.method == crate::triage::session::ATTACHED) as u64;
+                *stats.triaged_by_class.entry(filed.triage.class.name().into()).or_default() += 1;
+                // (a second faulty pass's entry comes with the first: `Filed::more`)
+                for f in filed.all().filter(|f| f.new_bug) {
+                    let class = f.triage.class;
                     *stats.entries_by_class.entry(class.name().into()).or_default() += 1;
                     stats.bugs += (class == crate::triage::classify::Class::Optimizer) as u64;
                     let tr = &f.triage;

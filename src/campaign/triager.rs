@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 
 /// What the lanes report back.
 pub enum Report {
-    Filed(Filed),
+    /// Filed, with the finding's source key.
+    Filed(Filed, String),
     /// A finding triage has nothing to do with (cross-target: no pass set).
     Skipped,
     Failed(PathBuf, String),
@@ -165,13 +166,16 @@ impl Pending {
         }
         let until = Instant::now() + busy.mul_f64(1.0 / duty - 1.0);
         let mut st = self.lock();
-        while !st.finishing && !self.stop.load(Ordering::Relaxed) && st.estimate(self.share.finishing) <= BEHIND_SEC
-        {
+        while !st.finishing && !self.stop.load(Ordering::Relaxed) && st.estimate(self.share.finishing) <= BEHIND_SEC {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return;
             }
-            st = self.changed.wait_timeout(st, left.min(Duration::from_millis(200))).unwrap_or_else(|e| e.into_inner()).0;
+            st = self
+                .changed
+                .wait_timeout(st, left.min(Duration::from_millis(200)))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 }
@@ -201,8 +205,7 @@ impl Triager {
         let (tx, results) = channel::<Report>();
         let filer = Box::new(crate::report::entry::Entries { labeler });
         let session = Arc::new(Session::new(&run, oracle, limits, true, spec.background, filer));
-        let pending =
-            Arc::new(Pending { state: Mutex::default(), changed: Condvar::new(), share, borrowed, stop });
+        let pending = Arc::new(Pending { state: Mutex::default(), changed: Condvar::new(), share, borrowed, stop });
         let lanes = (0..share.lanes())
             .map(|i| {
                 let lane = Lane { index: i, pending: pending.clone(), session: session.clone(), spec: spec.clone() };
@@ -291,7 +294,7 @@ impl Lane {
             };
             let before = cpu(w, s);
             let report = match self.session.triage(&dir, w, s) {
-                Ok(Some(f)) => Report::Filed(f),
+                Ok(Some(f)) => Report::Filed(f, key.clone()),
                 Ok(None) => Report::Skipped,
                 Err(e) => Report::Failed(dir, format!("{e:#}")),
             };
@@ -351,7 +354,8 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let oracle = Oracle { tolerance: Default::default() };
         let (share, borrowed) = (Share::new(0.0, 1, 1), Arc::new(AtomicUsize::new(0)));
-        let mut t = Triager::start(spec, run.clone(), oracle, Limits::default(), Labeler::default(), share, borrowed, stop);
+        let mut t =
+            Triager::start(spec, run.clone(), oracle, Limits::default(), Labeler::default(), share, borrowed, stop);
         for i in 0..5 {
             t.submit(run.join(format!("findings/{i:08}-error")), i == 0);
         }

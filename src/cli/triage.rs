@@ -118,7 +118,7 @@ pub fn run(mut a: TriageArgs) -> anyhow::Result<()> {
                 backlog.done(&key);
                 if let Some(f) = triaged? {
                     done.fetch_add(1, Ordering::Relaxed);
-                    new.fetch_add(f.new_bug as usize, Ordering::Relaxed);
+                    new.fetch_add(f.all().filter(|f| f.new_bug).count(), Ordering::Relaxed);
                 }
             }
             Ok(())
@@ -175,6 +175,15 @@ fn triage_one(
                 if t.confirmed { "" } else { " (not confirmed)" },
                 upstream_note(&f.bug_dir)
             );
+            for m in &f.more {
+                let (new, culprits) = (if m.new_bug { "NEW" } else { "dup" }, m.triage.culprits.join("+"));
+                println!(
+                    "  and {new} {} {culprits} on its own -> {}/{}",
+                    m.triage.class,
+                    m.triage.class.folder(),
+                    m.signature
+                );
+            }
             Ok(Some(f))
         }
         Ok(None) => Ok(None),

@@ -1,8 +1,9 @@
 //! Deduplication at the source: a finding's source key ([`super::signature::source_key`]) decides whether it is
 //! written as a directory (an exemplar: one of the first `limit` findings of its key, or a later one that fired a
 //! key pass none of the key's exemplars fired, up to [`COVER`] times `limit`: the culprit of a second bug behind
-//! one message is among the passes its findings fired) or only counted: its key's count grows and one line (test
-//! id, key, symptom) is appended to `findings/counted.tsv`, from which any counted finding can be made again from
+//! one message is among the passes its findings fired; or one that no culprit set triage found for the key can
+//! explain, up to [`EXPLAIN`] times `limit`) or only counted: its key's count grows and one line (test id, key,
+//! symptom) is appended to `findings/counted.tsv`, from which any counted finding can be made again from
 //! (campaign seed, test id). Nothing is lost: the counts sum to the raw findings.
 
 use crate::oracle::Symptom;
@@ -17,6 +18,10 @@ pub const DEFAULT_LIMIT: usize = 8;
 
 /// A key's exemplars, at most this many times the limit, so that they fire every pass its findings fired.
 pub const COVER: usize = 4;
+
+/// A key's exemplars, at most this many times the limit, so that triage sees every finding none of the key's
+/// culprit sets can explain (one message, e.g. "a node reads a value nothing defines", stands for many passes' bugs).
+pub const EXPLAIN: usize = 8;
 
 /// The log of counted findings, in the findings directory.
 pub const COUNTED_LOG: &str = "counted.tsv";
@@ -40,6 +45,22 @@ pub struct KeyCount {
     /// The key passes its exemplars fired, together.
     #[serde(default)]
     pub passes: BTreeSet<String>,
+    /// The culprit sets triage found for its findings so far.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub culprits: BTreeSet<Vec<String>>,
+}
+
+impl KeyCount {
+    /// Whether a finding that fired `passes` may be a bug triage already knows for this key: one of its culprit
+    /// sets ran in it (each culprit a fired pass, under any instance name, or a rule of a fired container). True
+    /// while triage knows nothing of the key yet.
+    pub fn explains(&self, passes: &[String]) -> bool {
+        use crate::compiler::rules::{canonical, container_of};
+        let fired = |c: &String| {
+            passes.iter().any(|p| canonical(p) == canonical(c) || container_of(c).is_some_and(|k| k == p.as_str()))
+        };
+        self.culprits.is_empty() || self.culprits.iter().any(|set| !set.is_empty() && set.iter().all(fired))
+    }
 }
 
 /// The source dedup of one campaign: the keys' counts (kept in the campaign's statistics, so a resumed campaign
@@ -79,8 +100,10 @@ impl Exemplars {
         k.count += 1;
         k.last = id;
         let new_pass = passes.iter().any(|p| !k.passes.contains(p));
+        let unexplained = !k.explains(passes);
         let written = k.written as usize;
-        if self.limit.is_none_or(|l| written < l || (new_pass && written < COVER * l)) {
+        let more = |l: usize| (new_pass && written < COVER * l) || (unexplained && written < EXPLAIN * l);
+        if self.limit.is_none_or(|l| written < l || more(l)) {
             k.written += 1;
             k.passes.extend(passes.iter().cloned());
             return Ok(true);
@@ -164,6 +187,34 @@ mod tests {
         assert_eq!(c["a"].len() as u64, keys["a"].count - keys["a"].written, "each counted finding once");
         let all = Exemplars::new(&run, None);
         assert!(all.admit(&mut keys, "a", &[], "c", Symptom::Error, 99, 2.0).unwrap(), "--keep-all writes every one");
+        let _ = std::fs::remove_dir_all(&run);
+    }
+
+    /// Once triage named a key's culprits, a finding past the limit in which none of them ran is written: the
+    /// same message may be another pass's bug (issue 32's no-bug-lost pair lost two entries so).
+    #[test]
+    fn findings_no_culprit_set_of_their_key_explains_are_written() {
+        let run = std::env::temp_dir().join(format!("oatest-explain-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&run);
+        let ex = Exemplars::new(&run, Some(1));
+        let mut keys = BTreeMap::new();
+        let p = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let admit = |keys: &mut BTreeMap<String, KeyCount>, id: u64, passes: &[&str]| {
+            ex.admit(keys, "b", &p(passes), "c", Symptom::Error, id, 1.0).unwrap()
+        };
+        assert!(admit(&mut keys, 1, &["A"]), "the key's exemplar");
+        assert!(!admit(&mut keys, 2, &["A"]), "triage knows nothing yet: counted");
+        keys.get_mut("b").unwrap().culprits.insert(p(&["A", "Z"]));
+        assert!(admit(&mut keys, 3, &["A"]), "A alone does not explain it: A+Z is the known bug");
+        keys.get_mut("b").unwrap().culprits.insert(p(&["A"]));
+        assert!(!admit(&mut keys, 4, &["A"]), "an explained finding is counted");
+        assert_eq!(keys["b"].count, 4);
+        // (a rule is explained by its container, a pass by any of its instances)
+        let mut t = KeyCount::default();
+        t.culprits.insert(p(&["EliminateIdentity"]));
+        assert!(t.explains(&p(&["Level1_RuleBasedTransformer"])) && !t.explains(&p(&["ConstantFolding"])));
+        t.culprits.insert(p(&["TransposeOptimizer"]));
+        assert!(t.explains(&p(&["TransposeOptimizer_CPUExecutionProvider"])));
         let _ = std::fs::remove_dir_all(&run);
     }
 }

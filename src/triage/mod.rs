@@ -339,6 +339,16 @@ pub struct Filed {
     pub bug_dir: String,
     pub new_bug: bool,
     pub triage: Triaged,
+    /// The entries of other passes that show the finding on their own ([`triage_all`]), filed with it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more: Vec<Filed>,
+}
+
+impl Filed {
+    /// This entry and the others filed with it.
+    pub fn all(&self) -> impl Iterator<Item = &Filed> {
+        std::iter::once(self).chain(&self.more)
+    }
 }
 
 /// Triages a campaign finding directory and hands it to `filer` with its class's folder of the run directory
@@ -374,8 +384,12 @@ pub fn triage_dir(
     for (mut t, m) in all {
         let folder = run.join(t.class.folder());
         let (bug_dir, new_bug) = filer.file(&folder, &mut r, &mut t, &m)?;
-        let filed = Filed { signature: t.signature.clone(), bug_dir: bug_dir.display().to_string(), new_bug, triage: t };
-        first.get_or_insert(filed);
+        let bug_dir = bug_dir.display().to_string();
+        let filed = Filed { signature: t.signature.clone(), bug_dir, new_bug, triage: t, more: Vec::new() };
+        match &mut first {
+            None => first = Some(filed),
+            Some(f) => f.more.push(filed),
+        }
     }
     let filed = first.expect("triage_all gives at least one");
     crate::finding::write_triaged(dir, &filed)?;

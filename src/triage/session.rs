@@ -169,8 +169,8 @@ impl Session {
             entry.signature, meta.key
         ));
         (t.dd_runs, t.runs, t.reduction_checks) = (0, 0, 0);
-        let filed =
-            Filed { signature: entry.signature.clone(), bug_dir: entry.bug_dir.clone(), new_bug: false, triage: t };
+        let (signature, bug_dir) = (entry.signature.clone(), entry.bug_dir.clone());
+        let filed = Filed { signature, bug_dir, new_bug: false, triage: t, more: Vec::new() };
         crate::finding::write_triaged(dir, &filed)?;
         Ok(filed)
     }
@@ -199,8 +199,8 @@ impl Session {
         t.method = ATTACHED.into();
         t.dd_note = Some(format!("attached to {} by a check of its culprits on this finding's model", entry.signature));
         (t.dd_runs, t.runs, t.original_nodes, t.reduction_checks) = (0, r.runs, nodes, 0);
-        let filed =
-            Filed { signature: entry.signature.clone(), bug_dir: entry.bug_dir.clone(), new_bug: false, triage: t };
+        let (signature, bug_dir) = (entry.signature.clone(), entry.bug_dir.clone());
+        let filed = Filed { signature, bug_dir, new_bug: false, triage: t, more: Vec::new() };
         crate::finding::write_triaged(dir, &filed)?;
         Ok(Some(filed))
     }

@@ -155,6 +155,8 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             let e = t.keys.entry(k.clone()).or_insert(empty);
             (e.count, e.written) = (e.count + v.count, e.written + v.written);
             (e.first, e.last, e.first_sec) = (e.first.min(v.first), e.last.max(v.last), e.first_sec.min(v.first_sec));
+            e.passes.extend(v.passes.iter().cloned());
+            e.culprits.extend(v.culprits.iter().cloned());
         }
         t.findings_triaged += findings_triaged;
         t.findings_attached += findings_attached;
