@@ -81,8 +81,9 @@ pub struct FuzzArgs {
     /// Do not triage findings while the campaign runs (`oatest triage RUN_DIR` does it afterwards).
     #[arg(long)]
     pub no_triage: bool,
-    /// Findings written as directories per source key (the coarse signature refined by the passes that fired and
-    /// the deviating op); later findings of a key are counted in stats.json and logged in findings/counted.tsv.
+    /// Findings written as directories per source key (the coarse signature refined by the deviating op); later
+    /// ones are counted in stats.json and logged in findings/counted.tsv, unless they fired a pass the key's
+    /// exemplars did not (up to 4K) or no culprit set triage found for the key ran in them (up to 8K).
     #[arg(long, value_name = "K", default_value_t = crate::finding::exemplars::DEFAULT_LIMIT)]
     pub exemplars: usize,
     /// Write every finding as a directory (no limit per source key).
