@@ -138,7 +138,7 @@ fn patterns_spliced_into_bodies_run_and_fire_their_pass_there() {
         let base = oatest::seedgen::generate(9, i, &cfg);
         let p = &patterns[i as usize % patterns.len()];
         let mut rng = oatest::seedgen::rng_for(4, i);
-        let Ok((m, _)) = oatest::synth::branch::splice_into_body(&base, p, &mut rng, 1000 + i) else { continue };
+        let Ok((m, _)) = oatest::synth::branch::splice_into_body(&base, p, &mut rng, 1000 + i, &[]) else { continue };
         spliced += 1;
         oatest::ops::check_graph(&m.graph, true).unwrap_or_else(|e| panic!("test {i}: {e}"));
         let pat = format!("p{}_", 1000 + i);

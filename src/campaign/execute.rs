@@ -112,6 +112,7 @@ impl Done {
             origin: String::new(),
             target_pass: None,
             extra: None,
+            variations: Vec::new(),
         };
         Done { gen_error: Some(why), gen_sec, ..Done::new(test, false) }
     }
@@ -141,12 +142,15 @@ pub(super) fn hints(test: &Test) -> Hints {
     // hints come only from quantizing ops: a model whose bytes name none has none (no decode per test)
     let names =
         |b: &[u8]| [&b"QuantizeLinear"[..], b"QLinear", b"QGemm"].iter().any(|n| b.windows(n.len()).any(|w| w == *n));
+    // an ONNX test's declared output types are read without decoding the rest (its contract, checked per test)
     let model = match &test.payload {
-        Payload::Recipe(recipe) => recipe.seed(),
-        Payload::Onnx(b) if !names(b) => return Hints::default(),
+        Payload::Recipe(recipe) => return recipe.seed().map(|m| Hints::of(&m.graph)).unwrap_or_default(),
+        Payload::Onnx(b) if !names(b) => {
+            return Hints { declared: crate::graph::onnx::declared_outputs(b), ..Hints::default() }
+        }
         Payload::Onnx(b) => crate::graph::onnx::decode_model(b).ok(),
     };
-    model.map(|m| Hints::of(&m.graph)).unwrap_or_default()
+    model.map(|m| Hints::of_onnx(&m.graph)).unwrap_or_default()
 }
 
 /// A worker thread: for each target, run every configuration, judge, and re-run inconsistencies to rule out
@@ -369,7 +373,7 @@ fn run_and_judge(
         test.payload.recipe().is_some() && test.target_pass.as_deref().is_some_and(tvm::changes_results_by_design);
     // an inconsistency is judged again with every hint (precision carried by casts needs the model decoded)
     let full_hints =
-        || test.payload.onnx().and_then(|b| crate::graph::onnx::decode_model(b).ok()).map(|m| Hints::of(&m.graph));
+        || test.payload.onnx().and_then(|b| crate::graph::onnx::decode_model(b).ok()).map(|m| Hints::of_onnx(&m.graph));
     let c = confirm::judge(
         oracle,
         &configs,

@@ -443,6 +443,7 @@ impl Filing<'_> {
             &d.fired,
             &d.judgement,
             d.test.target_pass.as_deref(),
+            &d.test.variations,
             stats.elapsed_sec,
         ) {
             finding::write_invalid(&settings.out, &d.test, &d.outcomes)?;

@@ -75,6 +75,9 @@ pub struct Settings {
     /// time the campaign leaves idle; checkpoints older than the share resume with it).
     #[serde(default)]
     pub triage_share: f64,
+    /// The variations synthesis makes to spliced patterns (`synth::vary`; none: patterns as their tests wrote them).
+    #[serde(default)]
+    pub vary: Vec<crate::synth::vary::Variation>,
 }
 
 /// Default of `--triage-share`: one lane in eight.

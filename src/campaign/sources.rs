@@ -168,6 +168,7 @@ pub fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
             }
             anyhow::ensure!(!usable.is_empty(), "no usable patterns");
             let mut synth = SynthSource::new(s.seed, cfg, usable, s.schedule, s.shard.count);
+            synth.vary = s.vary.clone();
             let (lowered, copies) = synth.lowered_counts();
             if copies > 0 {
                 eprintln!(

@@ -94,6 +94,10 @@ pub struct Stats {
     pub target_pass_fired: u64,
     /// For each target pass: [tests carrying it, tests in which it fired].
     pub trigger_by_pass: BTreeMap<String, [u64; 2]>,
+    /// For each variation kind (`--vary`, `synth::vary`): [tests with it, tests in which their target pass still
+    /// fired, findings among them]; the other tests are the patterns as their tests wrote them.
+    #[serde(default)]
+    pub variations: BTreeMap<String, [u64; 3]>,
     /// signature -> number of raw findings with it.
     pub signatures: BTreeMap<String, u64>,
     /// Source key -> its count, exemplars written, first and last test ([`crate::finding::exemplars`]): the
@@ -187,6 +191,7 @@ impl Stats {
         fired: &[String],
         j: &Judgement,
         target_pass: Option<&str>,
+        variations: &[&str],
         elapsed: f64,
     ) -> bool {
         self.tests_executed += 1;
@@ -211,14 +216,21 @@ impl Stats {
             }
         }
         self.pass_pairs_distinct = self.pass_pairs.len() as u64;
+        let target_fired = target_pass.is_some_and(|tp| fired.iter().any(|f| f == tp));
         if let Some(tp) = target_pass {
             self.tests_with_target_pass += 1;
             let e = self.trigger_by_pass.entry(tp.to_string()).or_default();
             e[0] += 1;
-            if fired.iter().any(|f| f == tp) {
+            if target_fired {
                 self.target_pass_fired += 1;
                 e[1] += 1;
             }
+        }
+        for v in variations {
+            let e = self.variations.entry(v.to_string()).or_default();
+            e[0] += 1;
+            e[1] += target_fired as u64;
+            e[2] += !j.verdicts.is_empty() as u64;
         }
         example
     }

@@ -186,6 +186,7 @@ fn round(a: &BenchArgs, kind: &TargetKind, configs: &[Config], jobs: usize) -> a
         feedback_every: 0,
         exemplars: Some(crate::finding::exemplars::DEFAULT_LIMIT),
         triage_share: 0.0,
+        vary: Vec::new(),
     };
     anyhow::ensure!(a.mode != "synth" || settings.patterns.is_some(), "--mode synth: no patterns/{}", kind.name());
     let source = std::sync::Arc::new(Recording { inner: campaign::sources(&settings)?, made: Mutex::new(Vec::new()) });

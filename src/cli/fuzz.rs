@@ -94,6 +94,11 @@ pub struct FuzzArgs {
     /// 30 s to finish).
     #[arg(long, value_name = "F", default_value_t = campaign::TRIAGE_SHARE)]
     pub triage_share: f64,
+    /// Vary spliced patterns (repeatable; off by default until measured): `extra-reader` also makes one value
+    /// inside the pattern a graph output, in a quarter of the splices (a pass that removes its producer must keep
+    /// it). stats.json `variations` counts tests, target-pass firings and findings per kind.
+    #[arg(long, value_name = "KIND", value_parser = ["extra-reader"])]
+    pub vary: Vec<String>,
     /// Run the K-th of N disjoint slices of the campaign (test ids = K mod N; `--tests` counts the whole
     /// campaign); `oatest merge` joins the shards' run directories.
     #[arg(long, value_name = "K/N")]
@@ -193,6 +198,7 @@ impl FuzzArgs {
             feedback_every: self.feedback_every,
             exemplars: (!self.keep_all).then_some(self.exemplars),
             triage_share: self.triage_share,
+            vary: self.vary.iter().map(|v| crate::synth::vary::Variation::parse(v)).collect::<anyhow::Result<_>>()?,
         })
     }
 }

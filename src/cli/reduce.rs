@@ -54,7 +54,8 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
     let oracle = Oracle { tolerance: a.opts.tolerance()? };
     // judged as the campaign judges: what a re-run does not confirm is no finding to reduce
     let mut run = |c: &[Config]| w.run_configs(&bytes, &feeds, c);
-    let c = crate::oracle::confirm::judge(&oracle, &configs, &Hints::of(&model.graph), &mut run, || None, false);
+    let hints = if recipe.is_some() { Hints::of(&model.graph) } else { Hints::of_onnx(&model.graph) };
+    let c = crate::oracle::confirm::judge(&oracle, &configs, &hints, &mut run, || None, false);
     let (outcomes, judgement) = (c.outcomes, c.judgement);
     let (target, version) = (w.info.target.clone(), w.info.version.clone());
     let source = a.model.display().to_string();

@@ -59,6 +59,9 @@ pub struct Meta {
     pub campaign_seed: u64,
     pub test_id: u64,
     pub origin: String,
+    /// How the test's spliced pattern differs from its own test (`--vary`; none: as written).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variations: Vec<String>,
     pub symptom: Symptom,
     /// The coarse signature ([`signature::coarse`] of the primary verdict).
     pub signature: String,
@@ -155,6 +158,7 @@ pub fn write(
             campaign_seed: seed,
             test_id: test.id,
             origin: test.origin.clone(),
+            variations: test.variations.iter().map(|v| v.to_string()).collect(),
             symptom: v.symptom,
             signature: signature::coarse(target, v),
             key: key.key.clone(),

@@ -40,6 +40,33 @@ pub fn save(model: &Model, path: &Path) -> anyhow::Result<()> {
     crate::util::write_atomic(path, &encode_model(model))
 }
 
+/// A model's graph outputs only (ModelProto.graph = 7, GraphProto.output = 12): prost skips every other field.
+#[derive(Clone, PartialEq, prost::Message)]
+struct OutputsOnly {
+    #[prost(message, optional, tag = "7")]
+    graph: Option<GraphOutputsOnly>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct GraphOutputsOnly {
+    #[prost(message, repeated, tag = "12")]
+    output: Vec<pb::ValueInfoProto>,
+}
+
+/// The declared tensor type of each graph output of an encoded model (outputs without one left out), read
+/// without decoding the rest of the model; empty when the bytes are no model.
+pub fn declared_outputs(bytes: &[u8]) -> Vec<(String, TensorType)> {
+    let Ok(m) = OutputsOnly::decode(bytes) else { return Vec::new() };
+    let outputs = m.graph.map(|g| g.output).unwrap_or_default();
+    outputs
+        .iter()
+        .filter_map(|v| match import_type(v.r#type.as_ref()) {
+            ValueType::Tensor(t) => Some((v.name().to_string(), t)),
+            ValueType::Opaque(_) => None,
+        })
+        .collect()
+}
+
 pub fn decode_model(bytes: &[u8]) -> Result<Model, OnnxError> {
     let mp = pb::ModelProto::decode(bytes)?;
     let gp = mp.graph.as_ref().ok_or(OnnxError::NoGraph)?;

@@ -5,7 +5,7 @@
 //! only float32's precision (cast up to float64, then computed on), so that they are judged with float32's
 //! tolerance: a float64 output of `Cast(float32 -> float64)` holds float32 roundings.
 
-use crate::graph::{DType, Graph, Node};
+use crate::graph::{DType, Graph, Node, TensorType};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Hints about one test's model for the oracle's judges; the default knows nothing (integers compare exactly).
@@ -18,6 +18,9 @@ pub struct Hints {
     /// Float values (by name) whose precision is a narrower float type's: made by a Cast (or CastLike) from
     /// float32 to float64, or computed from such a value; judged with that type's tolerance.
     pub precision: BTreeMap<String, DType>,
+    /// The model's declared output types ([`super::contract`]), for ONNX tests: a reference run that breaks
+    /// them makes the test invalid. Empty: not checked (a Relax recipe's seed graph is not what runs).
+    pub declared: Vec<(String, TensorType)>,
 }
 
 /// Float types from the least to the most precise (bfloat16 has fewer significand bits than float16).
@@ -60,6 +63,11 @@ impl Hints {
     /// value names (a reduced one).
     pub fn of(g: &Graph) -> Hints {
         Hints::of_in(g, &Hints::default())
+    }
+
+    /// [`Hints::of`] an ONNX test's graph, with its declared output types (what the test itself runs).
+    pub fn of_onnx(g: &Graph) -> Hints {
+        Hints { declared: super::contract::declared(g), ..Hints::of(g) }
     }
 
     /// The hints of a graph whose nodes may read values of enclosing graphs with hints `outer` (a body).

@@ -3,6 +3,7 @@
 
 mod compare;
 pub mod confirm;
+pub mod contract;
 mod filters;
 mod hints;
 mod rerun;
@@ -100,6 +101,9 @@ pub struct Judgement {
     pub verdicts: Vec<Verdict>,
 }
 
+/// The invalid reason of a test whose unoptimized run breaks its model's declared output types.
+pub const CONTRACT: &str = "breaks-declared-types";
+
 /// The differential oracle. `outcomes[0]` is the reference (unoptimized) run.
 #[derive(Clone, Debug)]
 pub struct Oracle {
@@ -145,6 +149,10 @@ impl Oracle {
         }
         if reference.status != Status::Ok {
             return Judgement { valid: false, invalid_reason: Some(reference.status.kind().to_string()), verdicts };
+        }
+        // inputs that break the model's declared outputs make no test of the optimizer (its passes may rely on them)
+        if contract::violation(&hints.declared, &reference.outputs).is_some() {
+            return Judgement { valid: false, invalid_reason: Some(CONTRACT.into()), verdicts };
         }
         for o in &outcomes[1..] {
             match &o.status {

@@ -134,6 +134,35 @@ fn crash_hang_and_oom_are_findings_in_any_configuration() {
 }
 
 #[test]
+fn a_reference_that_breaks_the_declared_output_types_makes_the_test_invalid() {
+    // the model declares y: float[3]; these inputs make the unoptimized run give float[2] (FastGelu's finding on
+    // int64[1,0] where the model declared int64[1,3] was counted valid, and ended undecided)
+    let g = {
+        let mut g = crate::graph::Graph::new("g");
+        g.add_input("x", crate::graph::TensorType::new(DType::F32, &[3]));
+        let relu = crate::graph::Node::new("n", crate::graph::OpId::onnx("Relu"), vec!["x".into()], vec!["y".into()]);
+        g.add_node(relu).unwrap();
+        g.add_output("y", crate::graph::TensorType::new(DType::F32, &[3]));
+        g
+    };
+    let hints = Hints::of_onnx(&g);
+    let bytes = crate::graph::onnx::encode_model(&crate::graph::Model::new(g.clone()));
+    assert_eq!(crate::graph::onnx::declared_outputs(&bytes), hints.declared);
+    let crash = Status::Crash { signal: Some(11), message: String::new() };
+    let runs = [out(Level::Disable, Status::Ok, &[1.0, 2.0]), out(Level::All, Status::Ok, &[5.0, 2.0])];
+    let j = oracle().judge_with(&runs, &hints);
+    assert!(!j.valid && j.verdicts.is_empty());
+    assert_eq!(j.invalid_reason.as_deref(), Some(CONTRACT));
+    // a crash is still a crash
+    let j = oracle().judge_with(&[runs[0].clone(), out(Level::All, crash, &[])], &hints);
+    assert_eq!((j.valid, symptoms(&j)), (false, vec![(Symptom::Crash, "all".into())]));
+    // inputs within the contract: the deviation is a finding; without declared types nothing is checked
+    let ok = [out(Level::Disable, Status::Ok, &[1.0, 2.0, 3.0]), out(Level::All, Status::Ok, &[5.0, 2.0, 3.0])];
+    assert_eq!(symptoms(&oracle().judge_with(&ok, &hints)), [(Symptom::Inconsistency, "all".into())]);
+    assert!(oracle().judge_with(&runs, &Hints::of(&g)).valid);
+}
+
+#[test]
 fn optimized_errors_are_findings_and_reference_errors_make_the_test_invalid() {
     let err = |m: &str| Status::Error { message: m.into() };
     let j = oracle().judge(&[out(Level::Disable, Status::Ok, &[1.0]), out(Level::All, err("FusedConv failed"), &[])]);

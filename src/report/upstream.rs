@@ -100,6 +100,19 @@ pub struct Labeler {
     builds: Vec<Build>,
 }
 
+/// The op of every node of `g` and of its control-flow bodies: one root cause, whether its nodes sit in the main
+/// graph or in a Loop's body (the int32 zero point of #25001 inside a Loop was labelled new).
+pub fn all_ops(g: &crate::graph::Graph) -> Vec<String> {
+    let mut ops = Vec::new();
+    for n in g.nodes_in_order().unwrap_or_default() {
+        ops.push(n.op.name.clone());
+        for (_, body) in n.subgraphs() {
+            ops.extend(all_ops(body));
+        }
+    }
+    ops
+}
+
 impl Labeler {
     pub fn new(known: KnownBugs, also_ort_libs: &[PathBuf]) -> Labeler {
         let builds = also_ort_libs.iter().map(|l| Build { lib: l.clone(), worker: None, failed: None }).collect();
@@ -109,8 +122,7 @@ impl Labeler {
     /// The known issue the minimized entry matches, and (ORT, confirmed entries) its state in every given build.
     pub fn label(&mut self, r: &Reproducer, t: &Triaged, m: &Minimized) -> Upstream {
         let faulty: Vec<String> = t.culprits.iter().filter(|p| !t.enablers.contains(p)).cloned().collect();
-        let ops: Vec<String> =
-            m.case.model.graph.nodes_in_order().unwrap_or_default().iter().map(|n| n.op.name.clone()).collect();
+        let ops = all_ops(&m.case.model.graph);
         let graph = super::words::node_list(&m.case.model);
         let known = self.known.find(&Facts {
             target: &r.finding.target,
@@ -196,5 +208,23 @@ mod tests {
         let still = Upstream { versions: map(&[("1.19.2", NO), ("1.31.1", REPRODUCES)]), ..Default::default() };
         assert_eq!(still.upstream_cell(), "still in 1.31.1");
         assert_eq!(Upstream::default().upstream_cell(), "-");
+    }
+
+    #[test]
+    fn ops_inside_control_flow_bodies_count() {
+        use crate::graph::{Attr, DType, Graph, Node, OpId, TensorType};
+        let mut body = Graph::new("body");
+        body.add_input("x", TensorType::new(DType::I32, &[2]));
+        let dq = Node::new("dq", OpId::onnx("DequantizeLinear"), vec!["x".into(), "s".into()], vec!["y".into()]);
+        body.add_node(dq).unwrap();
+        body.add_output("y", TensorType::new(DType::F32, &[2]));
+        let mut g = Graph::new("g");
+        g.add_input("c", TensorType::new(DType::Bool, &[]));
+        let node = Node::new("if", OpId::onnx("If"), vec!["c".into()], vec!["o".into()])
+            .with_attr("then_branch", Attr::Graph(Box::new(body.clone())))
+            .with_attr("else_branch", Attr::Graph(Box::new(body)));
+        g.add_node(node).unwrap();
+        g.add_output("o", TensorType::new(DType::F32, &[2]));
+        assert_eq!(all_ops(&g), ["If", "DequantizeLinear", "DequantizeLinear"]);
     }
 }

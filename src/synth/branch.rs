@@ -13,7 +13,13 @@ use rand::Rng as _;
 
 /// Splices `p` into one body of one control-flow node of `seed`'s graph; Err when the graph has none or the
 /// splice is impossible there.
-pub fn splice_into_body(seed: &Model, p: &Pattern, rng: &mut Rng, tag: u64) -> Result<(Model, SpliceInfo), Refused> {
+pub fn splice_into_body(
+    seed: &Model,
+    p: &Pattern,
+    rng: &mut Rng,
+    tag: u64,
+    vary: &[super::vary::Variation],
+) -> Result<(Model, SpliceInfo), Refused> {
     let g = &seed.graph;
     let types = check_graph(g, false).map_err(|e| format!("seed does not type-check: {e}"))?;
     let order = g.topo_order().map_err(|e| e.to_string())?;
@@ -56,7 +62,7 @@ pub fn splice_into_body(seed: &Model, p: &Pattern, rng: &mut Rng, tag: u64) -> R
     }
     let mut shell = Model::new(opened);
     (shell.ir_version, shell.opsets, shell.functions) = (seed.ir_version, seed.opsets.clone(), seed.functions.clone());
-    let (spliced, info) = super::splice(&shell, p, rng, tag, None)?;
+    let (spliced, info) = super::splice_varied(&shell, p, rng, tag, None, vary)?;
     let mut inner = spliced.graph;
 
     // closed again: opened inputs are outer reads, fresh ones are the enclosing graph's

@@ -13,10 +13,11 @@ pub mod schedule;
 pub mod source;
 mod splice;
 pub mod usable;
+pub mod vary;
 
 #[cfg(test)]
 use ports::edge_types;
-pub use splice::{splice, Refused};
+pub use splice::{splice, splice_varied, Refused};
 
 /// How each open input of a pattern was fed (counted in tests and stats).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -47,6 +48,8 @@ pub struct SpliceInfo {
     /// Open outputs connected to a later node's input (the rest became graph outputs).
     pub connected: usize,
     pub bridge_ops: Vec<String>,
+    /// How the spliced pattern differs from its own test ([`vary`]).
+    pub variations: Vec<vary::Variation>,
 }
 
 #[cfg(test)]

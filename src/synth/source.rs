@@ -44,6 +44,7 @@ impl TestSource for SeedgenSource {
             origin: "seedgen".into(),
             target_pass: None,
             extra: None,
+            variations: Vec::new(),
         })
     }
 }
@@ -87,6 +88,7 @@ impl TestSource for DirSource {
             origin: path.display().to_string(),
             target_pass: None,
             extra: None,
+            variations: Vec::new(),
         })
     }
 }
@@ -153,6 +155,8 @@ pub struct SynthSource {
     stride: u64,
     /// Which pattern and base to draw (`--schedule`), from what the campaign's tests fired.
     coverage: Coverage,
+    /// The variations splices may make (`--vary`; none by default).
+    pub vary: Vec<crate::synth::vary::Variation>,
 }
 
 type PoolEntry = (u64, std::sync::Arc<crate::graph::Model>, std::sync::Arc<[u32]>);
@@ -183,7 +187,7 @@ impl SynthSource {
             .map(|p| if p.model.opset() >= cfg.opset { super::lower::lowered(p, &older) } else { Vec::new() })
             .collect();
         let pool = Default::default();
-        SynthSource { seed, cfg, patterns, extra_seeds: Vec::new(), pool, lowered, stride, coverage }
+        SynthSource { seed, cfg, patterns, extra_seeds: Vec::new(), pool, lowered, stride, coverage, vary: Vec::new() }
     }
 }
 
@@ -234,12 +238,12 @@ impl TestSource for SynthSource {
             // a base with an If, Loop or Scan takes the pattern into one of its bodies half of the time
             let into_body = crate::synth::branch::has_body(&base) && rng.random_bool(crate::synth::branch::BODY_SHARE);
             let spliced = match into_body {
-                true => crate::synth::branch::splice_into_body(&base, p, &mut rng, tag),
-                false => crate::synth::splice(&base, p, &mut rng, tag, None),
+                true => crate::synth::branch::splice_into_body(&base, p, &mut rng, tag, &self.vary),
+                false => crate::synth::splice_varied(&base, p, &mut rng, tag, None, &self.vary),
             };
             self.coverage.attempted(id, k, spliced.is_ok());
             match spliced {
-                Ok((m, _)) => {
+                Ok((m, info)) => {
                     let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))?;
                     let origin = format!("synth:{}", p.file_name().display());
                     return Ok(Test {
@@ -254,6 +258,7 @@ impl TestSource for SynthSource {
                             k,
                             &mut crate::seedgen::rng_for(self.seed ^ 0xc0f1, id),
                         ),
+                        variations: info.variations.iter().map(|v| v.name()).collect(),
                     });
                 }
                 Err(e) => last = e.0,
@@ -385,6 +390,7 @@ impl TestSource for RelaxSynthSource {
             }
         }
         let payload = Payload::Recipe(Box::new(recipe));
-        Ok(Test { id, payload, inputs, origin, target_pass: Some(p.pass.clone()), extra: None })
+        let target_pass = Some(p.pass.clone());
+        Ok(Test { id, payload, inputs, origin, target_pass, extra: None, variations: Vec::new() })
     }
 }

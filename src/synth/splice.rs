@@ -5,9 +5,11 @@
 //!    reuse of a preceding value, or a bridge from one ([`feed_ports`]);
 //! 3. the pattern's constants and nodes, renamed by the splice's tag ([`pattern_edits`]);
 //! 4. each open output read by a later node's input of its type, or made a graph output ([`connect_outputs`]);
+//!    for a share of tags, an inner value made a graph output too ([`super::vary`]);
 //! 5. the edits applied, the graph checked, the model's opsets and functions merged ([`model_of`]).
 
 use super::ports::{check_graph_outputs, edge_port, range_sensitive, shape_value};
+use super::vary::Variation;
 use super::{bridges, Feed, SpliceInfo};
 use crate::graph::{Graph, Model, Node, Tensor, TensorType, ValueType};
 use crate::ops::{check_graph, Rng};
@@ -80,6 +82,18 @@ pub fn splice(
     tag: u64,
     point: Option<usize>,
 ) -> Result<(Model, SpliceInfo), Refused> {
+    splice_varied(seed, p, rng, tag, point, &[])
+}
+
+/// [`splice`] with the variations `vary` allows ([`super::vary`]; each for its share of tags).
+pub fn splice_varied(
+    seed: &Model,
+    p: &Pattern,
+    rng: &mut Rng,
+    tag: u64,
+    point: Option<usize>,
+    vary: &[Variation],
+) -> Result<(Model, SpliceInfo), Refused> {
     let g = &seed.graph;
     // a seed written at an older opset: its older-form nodes (of an earlier own-opset pattern) by declarations
     let types = check_graph(&crate::ops::since::typed_at(g, seed.opset()), false)
@@ -117,6 +131,12 @@ pub fn splice(
     }
     pattern_edits(pg, &fed.by_port, &names, &mut edits)?;
     connect_outputs(g, &order, k, &types, pg, &out_types, &names, rng, &mut info, &mut edits)?;
+    // a variation: an inner value of the pattern also read as a graph output (not for older-form nodes)
+    let extra_reader = vary.contains(&Variation::ExtraReader) && opaque.is_empty();
+    if let Some((v, t)) = extra_reader.then(|| super::vary::extra_reader(pg, &fed.abstract_types, tag)).flatten() {
+        edits.push(Edit::Output(names.rename(&v), t));
+        info.variations.push(Variation::ExtraReader);
+    }
     // a pattern output of an older form read by the seed's nodes: declared, so that a later test can type it
     for o in pg.outputs.iter().filter(|o| opaque.contains(&names.rename(o))) {
         if let Some(t) = out_types.get(o) {

@@ -208,6 +208,32 @@ fn synthesized_tests_do_not_depend_on_when_earlier_tests_were_fed_back() {
 }
 
 #[test]
+fn a_share_of_varied_splices_also_reads_a_value_inside_the_pattern_and_the_rest_are_unchanged() {
+    use super::vary::{Variation, EXTRA_READER_SHARE};
+    // Identity -> mid -> Relu: `mid` is the pattern's only inner value (its own test never reads it twice)
+    let p = pattern(t(DType::F32, &[2, 3]));
+    let mut varied = 0;
+    for s in 0..400 {
+        let plain = splice(&seed(), &p, &mut Rng::seed_from_u64(s), s, Some(1)).unwrap();
+        let (m, info) =
+            splice_varied(&seed(), &p, &mut Rng::seed_from_u64(s), s, Some(1), &[Variation::ExtraReader]).unwrap();
+        check_graph(&m.graph, true).unwrap();
+        if info.variations.is_empty() {
+            let same = crate::graph::onnx::encode_model(&m) == crate::graph::onnx::encode_model(&plain.0);
+            assert!(same, "a splice the variation skips is the same splice");
+            continue;
+        }
+        varied += 1;
+        let mid = format!("p{s}_mid");
+        assert!(m.graph.outputs.contains(&mid) && !plain.0.graph.outputs.contains(&mid), "{:?}", m.graph.outputs);
+        assert_eq!(m.graph.outputs.len(), plain.0.graph.outputs.len() + 1);
+    }
+    let share = varied as f64 / 400.0;
+    assert!((EXTRA_READER_SHARE / 2.0..EXTRA_READER_SHARE * 2.0).contains(&share), "{varied} of 400 splices");
+    assert!(Variation::parse("extra-reader").is_ok() && Variation::parse("dtype").is_err());
+}
+
+#[test]
 fn a_fixed_share_of_splices_feeds_an_edge_shape_the_pattern_accepts() {
     // f32[2,3] precedes; the pattern wants f32[4,5] (Identity, Relu: any shape): some tags feed [1,1] or []
     let p = pattern(t(DType::F32, &[4, 5]));

@@ -312,24 +312,10 @@ pub fn has_half_floats(model: &crate::graph::Model) -> bool {
         || g.nodes_in_order().is_ok_and(|nodes| nodes.iter().any(cast_to_half))
 }
 
-/// How `run` (an unoptimized run of `model`) contradicts the model's declared output types, if it does: an
-/// element type or a static shape that differs. Inputs that make a model break its own contract (a Range fed
-/// a negative count where the model declares shape [3]) make no optimizer finding.
+/// How `run` (an unoptimized run of `model`) contradicts the model's declared output types, if it does
+/// ([`crate::oracle::contract`]).
 pub fn contract_violation(model: &crate::graph::Model, run: &Outcome) -> Option<String> {
-    let g = &model.graph;
-    for (name, t) in g.outputs.iter().zip(&run.outputs) {
-        let Some(ty) = g.tensor_type(name) else { continue };
-        let dims: Vec<usize> = t.tensor.dims.iter().map(|&d| d.max(0) as usize).collect();
-        let shape_differs = ty.dims().is_some_and(|declared| declared != dims);
-        if ty.dtype != t.tensor.dtype || shape_differs {
-            return Some(format!(
-                "the unoptimized run gives output '{name}' as {}{dims:?} where the model declares {ty}: the inputs \
-                 break the model's own contract",
-                t.tensor.dtype
-            ));
-        }
-    }
-    None
+    crate::oracle::contract::violation(&crate::oracle::contract::declared(&model.graph), &run.outputs)
 }
 
 /// Whether two output lists agree under the oracle.

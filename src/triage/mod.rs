@@ -203,7 +203,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         None => (None, None),
     };
     // the report and repro.py use the finding's own configuration when the minimized model shows the symptom
-    // there too (what users run), else the configuration with only the culprits on
+    // there too (what users run), else with as few of the other fired passes disabled as keep it shown
     let mut config = if culprits.is_empty() { r.finding.config.clone() } else { r.config_enabling(&culprits) };
     let model_bytes = match (&relaxed, pattern_needed) {
         (Some(red), _) => red.case.test.to_bytes(),
@@ -215,6 +215,11 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         let o = r.run(&model_bytes, &case.feeds, &plain);
         if r.classify(&o, reference.as_ref()) == Probe::Symptom {
             (config, shown) = (plain, Some(o));
+        } else {
+            let fewer = r.fewest_disabled((&model_bytes, &case.feeds), config.clone(), &culprits, reference.as_ref());
+            if fewer != config {
+                (shown, config) = (Some(r.run(&model_bytes, &case.feeds, &fewer)), fewer);
+            }
         }
     }
     let without = (!culprits.is_empty()).then(|| {
@@ -230,6 +235,10 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     };
     let max_diff = verdict.as_ref().and_then(|v| v.max_diff);
     let (class, class_note) = class_of(r, &case, &c, confirmed, reference.as_ref(), shown.as_ref());
+    let (class, class_note) = match class {
+        Class::Optimizer => fresh_gate(r, (&model_bytes, &case.feeds), &config, reference.as_ref(), class_note),
+        other => (other, class_note),
+    };
     let enablers =
         if confirmed || r.raised_in().is_some() { r.split_enablers(&case, &culprits).enablers } else { vec![] };
     let detail = match (verdict, &shown) {
@@ -264,6 +273,34 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     };
     let m = Minimized { case, model_bytes, pattern_needed, relax: relaxed, reference, shown, without };
     (t, m)
+}
+
+/// Fresh processes an entry's repro must show its symptom in, each, to be filed ([`fresh_gate`]).
+pub const FRESH_RUNS: usize = 3;
+
+/// The filing gate's second half: the minimized model shows the symptom under `config` in each of
+/// [`FRESH_RUNS`] fresh worker processes (what users see running repro.py), else it is undecided. A hang is
+/// exempt (each run costs the time limit; it was confirmed by three runs already).
+fn fresh_gate(
+    r: &mut Reproducer,
+    test: (&[u8], &[crate::graph::NamedTensor]),
+    config: &crate::compiler::Config,
+    reference: Option<&Outcome>,
+    note: String,
+) -> (Class, String) {
+    if r.finding.symptom == Symptom::Hang {
+        return (Class::Optimizer, note);
+    }
+    match r.shown_fresh(test, config, reference, FRESH_RUNS) {
+        FRESH_RUNS => (Class::Optimizer, format!("{note}; shown in {FRESH_RUNS} of {FRESH_RUNS} fresh processes")),
+        k => (
+            Class::Undecided,
+            format!(
+                "shown in {k} of {FRESH_RUNS} fresh processes under `{config}`: the symptom depends on what the \
+                 process ran before (a value an earlier run left), so its repro would not show it"
+            ),
+        ),
+    }
 }
 
 /// The class of a triaged finding: an inconsistency's is what the semantic reference says of its minimized

@@ -341,6 +341,55 @@ impl<'w> Reproducer<'w> {
         self.classify(&o, reference) != Probe::Symptom
     }
 
+    /// `config` (the finding's configuration with `extra` passes disabled besides) with as few of `extra`
+    /// disabled as still show the symptom, and still cure it with `culprits` disabled too: each is enabled again
+    /// in turn and stays enabled when both hold (a repro that disables 21 passes where one suffices hides which
+    /// one masks the bug).
+    pub fn fewest_disabled(
+        &mut self,
+        (model, feeds): (&[u8], &[NamedTensor]),
+        config: Config,
+        culprits: &[String],
+        reference: Option<&Outcome>,
+    ) -> Config {
+        let extra: Vec<String> =
+            config.disabled.iter().filter(|p| !self.finding.config.disabled.contains(p)).cloned().collect();
+        let mut best = config;
+        for p in extra {
+            let mut candidate = best.clone();
+            candidate.disabled.retain(|d| *d != p);
+            let o = self.run(model, feeds, &candidate);
+            if self.classify(&o, reference) != Probe::Symptom {
+                continue;
+            }
+            let mut cured = candidate.clone();
+            cured.disabled.extend(culprits.iter().cloned());
+            let o = self.run(model, feeds, &cured);
+            if self.classify(&o, reference) != Probe::Symptom {
+                best = candidate;
+            }
+        }
+        best
+    }
+
+    /// In how many of `n` fresh worker processes one run of `model` under `config` shows the symptom (a symptom
+    /// that needs the process's history, such as memory an earlier run left, shows in fewer).
+    pub fn shown_fresh(
+        &mut self,
+        (model, feeds): (&[u8], &[NamedTensor]),
+        config: &Config,
+        reference: Option<&Outcome>,
+        n: usize,
+    ) -> usize {
+        (0..n)
+            .filter(|_| {
+                self.worker.recycle();
+                let o = self.run(model, feeds, config);
+                self.classify(&o, reference) == Probe::Symptom
+            })
+            .count()
+    }
+
     pub fn check(&mut self, case: &Case, culprits: &[String]) -> Option<(Outcome, Outcome)> {
         let model = self.finding.bytes(case);
         let reference = self.run(&model, &case.feeds, &self.finding.reference.clone());

@@ -86,6 +86,7 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             tests_with_target_pass,
             target_pass_fired,
             trigger_by_pass,
+            variations,
             signatures,
             keys,
             findings_written: _, // derived from keys
@@ -147,6 +148,10 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             let e = t.trigger_by_pass.entry(k.clone()).or_default();
             e[0] += v[0];
             e[1] += v[1];
+        }
+        for (k, v) in variations {
+            let e = t.variations.entry(k.clone()).or_default();
+            (0..3).for_each(|i| e[i] += v[i]);
         }
         add(&mut t.signatures, signatures);
         for (k, v) in keys {

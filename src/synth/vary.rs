@@ -1,0 +1,65 @@
+//! Variation after splicing: what a pattern's own test never wrote, where a pass's corner cases live. A kind is
+//! chosen by the splice's tag, apart from the splice's own random stream, so a test without it is the same test.
+//! - `extra-reader`: a value inside the pattern (a node output that is no pattern output) is also a graph output,
+//!   so a pass that removes its producer must keep it (the review of a 30-minute ORT campaign found FastGelu,
+//!   BiasSkipLayerNorm, EmbedLayerNorm and Attention fusions deleting a node whose output was still read).
+
+use crate::graph::{Graph, TensorType};
+use crate::ops::{check_graph, Rng};
+use rand::{Rng as _, SeedableRng as _};
+use std::collections::HashMap;
+
+/// The share of splices whose pattern gets an extra reader of one inner value ([`Variation::ExtraReader`]).
+pub const EXTRA_READER_SHARE: f64 = 0.25;
+
+/// A way a spliced pattern differs from its own test (`--vary`; counted per kind in stats.json `variations`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variation {
+    ExtraReader,
+}
+
+impl Variation {
+    pub const ALL: &'static [Variation] = &[Variation::ExtraReader];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Variation::ExtraReader => "extra-reader",
+        }
+    }
+
+    pub fn parse(s: &str) -> anyhow::Result<Variation> {
+        Variation::ALL.iter().copied().find(|v| v.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Variation::ALL.iter().map(|v| v.name()).collect();
+            anyhow::anyhow!("--vary {s}: expected one of {}", names.join(", "))
+        })
+    }
+}
+
+/// For [`EXTRA_READER_SHARE`] of the tags: one inner value of pattern graph `pg` (by its name in the pattern) and
+/// its type, with the pattern's inputs typed as `ports` says where it differs from the pattern's own (abstract
+/// reuse, edge shapes); None for the other tags, or when no inner value has a type.
+pub(super) fn extra_reader(pg: &Graph, ports: &HashMap<String, TensorType>, tag: u64) -> Option<(String, TensorType)> {
+    let mut vrng = Rng::seed_from_u64(tag ^ 0x7a11_0e0d_e000_0002);
+    if !vrng.random_bool(EXTRA_READER_SHARE) {
+        return None;
+    }
+    let mut probe = pg.clone();
+    if !ports.is_empty() {
+        // the pattern's declared inner types hold only for its own input shapes
+        probe.types.retain(|v, _| pg.inputs.contains(v));
+        for (n, t) in ports {
+            probe.types.insert(n.clone(), t.clone().into());
+        }
+    }
+    let types = check_graph(&probe, false).ok()?;
+    let inner: Vec<(String, TensorType)> = pg
+        .nodes_in_order()
+        .ok()?
+        .iter()
+        .flat_map(|n| n.outputs.iter())
+        .filter(|o| !o.is_empty() && !pg.outputs.contains(*o))
+        .filter_map(|o| Some((o.clone(), types.get(o)?.clone())))
+        .collect();
+    (!inner.is_empty()).then(|| inner[vrng.random_range(0..inner.len())].clone())
+}
