@@ -295,6 +295,9 @@ fn print_summary(s: &campaign::Summary) {
         st.passes_fired.len(),
         st.pass_pairs_distinct
     );
+    for (kind, [tests, fired, found]) in &st.variations {
+        println!("  variation {kind:<7} {tests} tests, target pass fired in {fired}, {found} with findings");
+    }
     println!(
         "  findings          {} raw, {} coarse signatures, {} source keys: {} kept as directories, {} counted",
         st.findings_raw,

@@ -100,7 +100,7 @@ fn figures(s: &mut String, st: &Value, entries: &[Entry]) {
     let num = |k: &str| st[k].as_f64();
     let int = |k: &str| num(k).map_or("-".to_string(), |v| format!("{}", v as u64));
     let bugs = entries.iter().filter(|e| e.class == Class::Optimizer).count();
-    let rows: Vec<(&str, String)> = vec![
+    let mut rows: Vec<(String, String)> = vec![
         ("tests", int("tests_executed")),
         ("tests per second", num("tests_per_sec").map_or("-".into(), |v| format!("{v:.1}"))),
         ("elapsed", num("elapsed_sec").map_or("-".into(), duration)),
@@ -113,10 +113,19 @@ fn figures(s: &mut String, st: &Value, entries: &[Entry]) {
         ("optimizer bugs (bugs/)", bugs.to_string()),
         ("entries of other classes", (entries.len() - bugs).to_string()),
         ("fuzzer memory, peak", num("fuzzer_rss_max_mb").map_or("-".into(), |v| format!("{v:.0} MB"))),
-    ];
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    // each variation kind (`--vary`): its tests, how many still fired their pattern's pass, and findings
+    for (kind, v) in st["variations"].as_object().into_iter().flatten() {
+        let n = |i: usize| v[i].as_u64().unwrap_or(0);
+        let fired = format!("{} tests, target pass fired in {}, {} with findings", n(0), n(1), n(2));
+        rows.push((format!("variation {kind}"), fired));
+    }
     s.push_str("<h2 id=\"figures\">Figures</h2>\n<table class=\"figures\">\n");
     for (k, v) in rows {
-        let _ = writeln!(s, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&v));
+        let _ = writeln!(s, "<tr><th>{}</th><td>{}</td></tr>", esc(&k), esc(&v));
     }
     s.push_str("</table>\n");
 }
