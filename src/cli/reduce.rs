@@ -81,7 +81,8 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}-bug", a.model.file_stem().unwrap_or_default().to_string_lossy())));
     // two passes that each show it on their own give two bug directories: out, then out-2
-    for (k, (t, m)) in triage::triage_all(&mut r, a.opts.limits()).into_iter().enumerate() {
+    for (k, (mut t, m)) in triage::triage_all(&mut r, a.opts.limits()).into_iter().enumerate() {
+        triage::fresh::gate(&mut r, &mut t, &m);
         let out = if k == 0 { out.clone() } else { PathBuf::from(format!("{}-{}", out.display(), k + 1)) };
         let upstream = labeler.label(&r, &t, &m);
         crate::report::entry::write(&out, &mut r, &t, &m, &upstream, oracle.tolerance, vec![source.clone()])?;

@@ -7,6 +7,7 @@ pub mod classify;
 pub mod conditioning;
 pub mod dd;
 mod enablers;
+pub mod fresh;
 mod load;
 pub mod reduce;
 mod reduce_cf;
@@ -235,10 +236,6 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     };
     let max_diff = verdict.as_ref().and_then(|v| v.max_diff);
     let (class, class_note) = class_of(r, &case, &c, confirmed, reference.as_ref(), shown.as_ref());
-    let (class, class_note) = match class {
-        Class::Optimizer => fresh_gate(r, (&model_bytes, &case.feeds), &config, reference.as_ref(), class_note),
-        other => (other, class_note),
-    };
     let enablers =
         if confirmed || r.raised_in().is_some() { r.split_enablers(&case, &culprits).enablers } else { vec![] };
     let detail = match (verdict, &shown) {
@@ -273,34 +270,6 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     };
     let m = Minimized { case, model_bytes, pattern_needed, relax: relaxed, reference, shown, without };
     (t, m)
-}
-
-/// Fresh processes an entry's repro must show its symptom in, each, to be filed ([`fresh_gate`]).
-pub const FRESH_RUNS: usize = 3;
-
-/// The filing gate's second half: the minimized model shows the symptom under `config` in each of
-/// [`FRESH_RUNS`] fresh worker processes (what users see running repro.py), else it is undecided. A hang is
-/// exempt (each run costs the time limit; it was confirmed by three runs already).
-fn fresh_gate(
-    r: &mut Reproducer,
-    test: (&[u8], &[crate::graph::NamedTensor]),
-    config: &crate::compiler::Config,
-    reference: Option<&Outcome>,
-    note: String,
-) -> (Class, String) {
-    if r.finding.symptom == Symptom::Hang {
-        return (Class::Optimizer, note);
-    }
-    match r.shown_fresh(test, config, reference, FRESH_RUNS) {
-        FRESH_RUNS => (Class::Optimizer, format!("{note}; shown in {FRESH_RUNS} of {FRESH_RUNS} fresh processes")),
-        k => (
-            Class::Undecided,
-            format!(
-                "shown in {k} of {FRESH_RUNS} fresh processes under `{config}`: the symptom depends on what the \
-                 process ran before (a value an earlier run left), so its repro would not show it"
-            ),
-        ),
-    }
 }
 
 /// The class of a triaged finding: an inconsistency's is what the semantic reference says of its minimized
@@ -419,6 +388,10 @@ pub fn triage_dir(
     // the finding is recorded under its first entry; a second faulty pass's entry holds it too
     let mut first: Option<Filed> = None;
     for (mut t, m) in all {
+        // a new entry's repro must show it in fresh processes (an existing entry's was checked when it was filed)
+        if !run.join(Class::Optimizer.folder()).join(&t.signature).is_dir() {
+            fresh::gate(&mut r, &mut t, &m);
+        }
         let folder = run.join(t.class.folder());
         let (bug_dir, new_bug) = filer.file(&folder, &mut r, &mut t, &m)?;
         let bug_dir = bug_dir.display().to_string();
