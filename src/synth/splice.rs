@@ -133,8 +133,8 @@ pub fn splice_varied(
     connect_outputs(g, &order, k, &types, pg, &out_types, &names, rng, &mut info, &mut edits)?;
     // a variation: an inner value of the pattern also read as a graph output (not for older-form nodes)
     let extra_reader = vary.contains(&Variation::ExtraReader) && opaque.is_empty();
-    if let Some((v, t)) = extra_reader.then(|| super::vary::extra_reader(pg, &fed.abstract_types, tag)).flatten() {
-        edits.push(Edit::Output(names.rename(&v), t));
+    if let Some(reader) = extra_reader.then(|| super::vary::extra_reader(pg, &fed.abstract_types, tag)).flatten() {
+        read_again(g, &order, k, &types, reader, &names, &mut edits);
         info.variations.push(Variation::ExtraReader);
     }
     // a pattern output of an older form read by the seed's nodes: declared, so that a later test can type it
@@ -335,14 +335,7 @@ fn connect_outputs(
     for o in &pg.outputs {
         let t = out_types.get(o).cloned().ok_or_else(|| Refused(format!("pattern output '{o}' has no type")))?;
         let name = names.rename(o);
-        let slots: Vec<(usize, usize)> = order[k..]
-            .iter()
-            .enumerate()
-            .flat_map(|(j, &id)| g.node(id).inputs.iter().enumerate().map(move |(s, i)| (k + j, s, i)))
-            .filter(|(_, _, i)| !i.is_empty() && types.get(*i) == Some(&t) && !g.initializers.contains_key(*i))
-            .filter(|(j, s, _)| !taken.contains(&(*j, *s)))
-            .map(|(j, s, _)| (j, s))
-            .collect();
+        let slots = free_slots(g, order, k, types, &t, &taken);
         if !slots.is_empty() && rng.random_bool(0.8) {
             let (at, slot) = slots[rng.random_range(0..slots.len())];
             taken.insert((at, slot));
@@ -353,6 +346,55 @@ fn connect_outputs(
         }
     }
     Ok(())
+}
+
+/// The inputs (node position in `order`, input slot) of the seed's nodes after point `k` that read a value of type
+/// `t` (no initializer) and that no edit rewired yet (`taken`).
+fn free_slots(
+    g: &Graph,
+    order: &[crate::graph::NodeId],
+    k: usize,
+    types: &HashMap<String, TensorType>,
+    t: &TensorType,
+    taken: &HashSet<(usize, usize)>,
+) -> Vec<(usize, usize)> {
+    order[k..]
+        .iter()
+        .enumerate()
+        .flat_map(|(j, &id)| g.node(id).inputs.iter().enumerate().map(move |(s, i)| (k + j, s, i)))
+        .filter(|(_, _, i)| !i.is_empty() && types.get(*i) == Some(t) && !g.initializers.contains_key(*i))
+        .filter(|(j, s, _)| !taken.contains(&(*j, *s)))
+        .map(|(j, s, _)| (j, s))
+        .collect()
+}
+
+/// The variation's extra reader of an inner pattern value ([`super::vary::extra_reader`]): a later seed node's
+/// free input of its type reads it, or, when it is to be returned or no such input is free, a new graph output.
+fn read_again(
+    g: &Graph,
+    order: &[crate::graph::NodeId],
+    k: usize,
+    types: &HashMap<String, TensorType>,
+    reader: super::vary::Reader,
+    names: &Names,
+    edits: &mut Vec<Edit>,
+) {
+    let taken: HashSet<(usize, usize)> = edits
+        .iter()
+        .filter_map(|e| match e {
+            Edit::Rewire { at, slot, .. } => Some((*at, *slot)),
+            _ => None,
+        })
+        .collect();
+    let slots = free_slots(g, order, k, types, &reader.ty, &taken);
+    let value = names.rename(&reader.value);
+    match (reader.by_node, slots.len()) {
+        (true, n) if n > 0 => {
+            let (at, slot) = slots[reader.pick % n];
+            edits.push(Edit::Rewire { at, slot, value });
+        }
+        _ => edits.push(Edit::Output(value, reader.ty)),
+    }
 }
 
 /// The seed graph with `edits` made: inputs, initializers, the nodes before point `k`, the inserted nodes, the

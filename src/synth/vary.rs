@@ -1,7 +1,8 @@
 //! Variation after splicing: what a pattern's own test never wrote, where a pass's corner cases live. A kind is
 //! chosen by the splice's tag, apart from the splice's own random stream, so a test without it is the same test.
-//! - `extra-reader`: a value inside the pattern (a node output that is no pattern output) is also a graph output,
-//!   so a pass that removes its producer must keep it (the review of a 30-minute ORT campaign found FastGelu,
+//! - `extra-reader`: a value inside the pattern (a node output that is no pattern output) is also read by a later
+//!   node of the seed that takes its type (half of the time, when one does), else returned as a graph output, so
+//!   a pass that removes its producer must keep it (the review of a 30-minute ORT campaign found FastGelu,
 //!   BiasSkipLayerNorm, EmbedLayerNorm and Attention fusions deleting a node whose output was still read).
 
 use crate::graph::{Graph, TensorType};
@@ -36,10 +37,21 @@ impl Variation {
     }
 }
 
-/// For [`EXTRA_READER_SHARE`] of the tags: one inner value of pattern graph `pg` (by its name in the pattern) and
-/// its type, with the pattern's inputs typed as `ports` says where it differs from the pattern's own (abstract
-/// reuse, edge shapes); None for the other tags, or when no inner value has a type.
-pub(super) fn extra_reader(pg: &Graph, ports: &HashMap<String, TensorType>, tag: u64) -> Option<(String, TensorType)> {
+/// The extra reader a splice adds: which inner value, its type, and who reads it.
+pub(super) struct Reader {
+    /// The value, by its name in the pattern.
+    pub value: String,
+    pub ty: TensorType,
+    /// A later seed node reads it (when one takes its type), rather than a new graph output.
+    pub by_node: bool,
+    /// Which of the seed nodes' free inputs of its type (modulo their count).
+    pub pick: usize,
+}
+
+/// For [`EXTRA_READER_SHARE`] of the tags: one inner value of pattern graph `pg` to read again, typed with the
+/// pattern's inputs as `ports` says where they differ from the pattern's own (abstract reuse, edge shapes); None
+/// for the other tags, or when no inner value has a type.
+pub(super) fn extra_reader(pg: &Graph, ports: &HashMap<String, TensorType>, tag: u64) -> Option<Reader> {
     let mut vrng = Rng::seed_from_u64(tag ^ 0x7a11_0e0d_e000_0002);
     if !vrng.random_bool(EXTRA_READER_SHARE) {
         return None;
@@ -61,5 +73,6 @@ pub(super) fn extra_reader(pg: &Graph, ports: &HashMap<String, TensorType>, tag:
         .filter(|o| !o.is_empty() && !pg.outputs.contains(*o))
         .filter_map(|o| Some((o.clone(), types.get(o)?.clone())))
         .collect();
-    (!inner.is_empty()).then(|| inner[vrng.random_range(0..inner.len())].clone())
+    let (value, ty) = inner.get(vrng.random_range(0..inner.len().max(1)))?.clone();
+    Some(Reader { value, ty, by_node: vrng.random_bool(0.5), pick: vrng.random_range(0..1 << 16) })
 }
