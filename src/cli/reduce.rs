@@ -54,7 +54,7 @@ pub fn run(a: ReduceArgs) -> anyhow::Result<()> {
     let oracle = Oracle { tolerance: a.opts.tolerance()? };
     // judged as the campaign judges: what a re-run does not confirm is no finding to reduce
     let mut run = |c: &[Config]| w.run_configs(&bytes, &feeds, c);
-    let hints = if recipe.is_some() { Hints::of(&model.graph) } else { Hints::of_onnx(&model.graph) };
+    let hints = Hints::of_test(&model.graph, recipe.is_none());
     let c = crate::oracle::confirm::judge(&oracle, &configs, &hints, &mut run, || None, false);
     let (outcomes, judgement) = (c.outcomes, c.judgement);
     let (target, version) = (w.info.target.clone(), w.info.version.clone());

@@ -101,8 +101,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
                     Vec::new()
                 }),
             };
-            // an ONNX test's declared outputs are its contract (a recipe's seed graph is not what runs)
-            let hints = if payload.recipe().is_some() { Hints::of(&model.graph) } else { Hints::of_onnx(&model.graph) };
+            let hints = Hints::of_test(&model.graph, payload.onnx().is_some());
             let mut run = |c: &[Config]| w.run_configs(&bytes, &feeds, c);
             if !a.judge {
                 return Ok((run(&configs), None));

@@ -70,6 +70,16 @@ impl Hints {
         Hints { declared: super::contract::declared(g), ..Hints::of(g) }
     }
 
+    /// The hints of a test's graph `g`: [`Hints::of_onnx`] for an ONNX test, [`Hints::of`] for a Relax recipe's
+    /// seed graph (not what runs: its declared outputs are no contract).
+    pub fn of_test(g: &Graph, onnx: bool) -> Hints {
+        if onnx {
+            Hints::of_onnx(g)
+        } else {
+            Hints::of(g)
+        }
+    }
+
     /// The hints of a graph whose nodes may read values of enclosing graphs with hints `outer` (a body).
     fn of_in(g: &Graph, outer: &Hints) -> Hints {
         let mut h = outer.clone();

@@ -30,7 +30,7 @@ impl Entry {
     }
 
     fn faulty(&self) -> String {
-        let faulty = super::related::faulty(&self.rec.triage);
+        let faulty = self.rec.triage.faulty();
         if faulty.is_empty() {
             "(none)".into()
         } else {

@@ -32,15 +32,10 @@ pub const REWIRING: &[&str] = &[
     "RemoveDuplicateCastTransformer",
 ];
 
-/// The faulty passes of `t` (culprits that are not enablers).
-pub fn faulty(t: &Triaged) -> Vec<String> {
-    t.culprits.iter().filter(|p| !t.enablers.contains(p)).cloned().collect()
-}
-
 /// The passes that identify `t`'s bug: its faulty passes without the rewiring ones, or all of them when only
 /// rewiring ones are left.
 pub fn key_passes(t: &Triaged) -> Vec<String> {
-    let all = faulty(t);
+    let all = t.faulty();
     let key: Vec<String> = all.iter().filter(|p| !REWIRING.contains(&p.as_str())).cloned().collect();
     if key.is_empty() {
         all
@@ -91,9 +86,9 @@ pub fn find(folder: &Path, target: &str, symptom: Symptom, t: &Triaged) -> Optio
 /// Records `t`'s faulty passes in the culprit sets of the entry in `dir` (written only when new).
 pub fn note_culprits(dir: &Path, t: &Triaged) -> anyhow::Result<()> {
     let mut rec = super::record::read(dir)?;
-    let mut set = faulty(t);
+    let mut set = t.faulty();
     set.sort();
-    let mut representative = faulty(&rec.triage);
+    let mut representative = rec.triage.faulty();
     representative.sort();
     let mut changed = false;
     for s in [representative, set] {

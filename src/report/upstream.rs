@@ -121,7 +121,7 @@ impl Labeler {
 
     /// The known issue the minimized entry matches, and (ORT, confirmed entries) its state in every given build.
     pub fn label(&mut self, r: &Reproducer, t: &Triaged, m: &Minimized) -> Upstream {
-        let faulty: Vec<String> = t.culprits.iter().filter(|p| !t.enablers.contains(p)).cloned().collect();
+        let faulty = t.faulty();
         let ops = all_ops(&m.case.model.graph);
         let graph = super::words::node_list(&m.case.model);
         let known = self.known.find(&Facts {

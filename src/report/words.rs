@@ -73,7 +73,7 @@ pub(super) fn outputs_preview(o: &Outcome) -> String {
 
 /// The faulty culprits (not the enablers), joined, or `unknown`.
 pub(super) fn faulty(t: &Triaged) -> String {
-    let f: Vec<&str> = t.culprits.iter().filter(|p| !t.enablers.contains(p)).map(|p| p.as_str()).collect();
+    let f = t.faulty();
     if f.is_empty() {
         "unknown".into()
     } else {

@@ -56,15 +56,17 @@ pub(super) fn extra_reader(pg: &Graph, ports: &HashMap<String, TensorType>, tag:
     if !vrng.random_bool(EXTRA_READER_SHARE) {
         return None;
     }
-    let mut probe = pg.clone();
-    if !ports.is_empty() {
+    let types = if ports.is_empty() {
+        check_graph(pg, false).ok()?
+    } else {
         // the pattern's declared inner types hold only for its own input shapes
+        let mut probe = pg.clone();
         probe.types.retain(|v, _| pg.inputs.contains(v));
         for (n, t) in ports {
             probe.types.insert(n.clone(), t.clone().into());
         }
-    }
-    let types = check_graph(&probe, false).ok()?;
+        check_graph(&probe, false).ok()?
+    };
     let inner: Vec<(String, TensorType)> = pg
         .nodes_in_order()
         .ok()?

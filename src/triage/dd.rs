@@ -14,7 +14,7 @@ pub enum Probe {
 }
 
 /// The answer: a 1-minimal set of passes (every one needed), or why there is none.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Culprits {
     pub passes: Vec<String>,
     /// `bisect`, `ddmin`, or `unresolved`.

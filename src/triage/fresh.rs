@@ -27,12 +27,7 @@ pub fn gate(r: &mut Reproducer, t: &mut Triaged, m: &Minimized) {
                 "shown in {k} of {RUNS} fresh processes under `{config}`: the symptom depends on what the process \
                  ran before (a value an earlier run left), so its repro would not show it"
             );
-            let faulty = Culprits {
-                passes: t.culprits.iter().filter(|p| !t.enablers.contains(p)).cloned().collect(),
-                method: "",
-                runs: 0,
-                note: None,
-            };
+            let faulty = Culprits { passes: t.faulty(), ..Culprits::default() };
             t.signature = super::signature(&r.finding, &faulty, &t.detail, t.class);
         }
     }

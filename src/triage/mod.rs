@@ -74,6 +74,13 @@ pub struct Triaged {
     pub timeout_ms: u64,
 }
 
+impl Triaged {
+    /// The faulty passes: the culprits that are not enablers.
+    pub fn faulty(&self) -> Vec<String> {
+        self.culprits.iter().filter(|p| !self.enablers.contains(p)).cloned().collect()
+    }
+}
+
 /// What `triage` hands to the report writer besides the record.
 pub struct Minimized {
     pub case: Case,
@@ -389,7 +396,7 @@ pub fn triage_dir(
     let mut first: Option<Filed> = None;
     for (mut t, m) in all {
         // a new entry's repro must show it in fresh processes (an existing entry's was checked when it was filed)
-        if !run.join(Class::Optimizer.folder()).join(&t.signature).is_dir() {
+        if !crate::finding::record::exists(&run.join(Class::Optimizer.folder()).join(&t.signature)) {
             fresh::gate(&mut r, &mut t, &m);
         }
         let folder = run.join(t.class.folder());
