@@ -5,7 +5,9 @@ It is no compiler's optimizer and no compiler's kernels: triage asks it which si
 Models from ONNX Runtime's optimizer tests carry a few `com.microsoft` ops; those whose meaning is simple and
 documented (ORT's docs/ContribOperators.md) are defined here in numpy, in float32 as ORT's kernels compute:
 QuantizeLinear/DequantizeLinear (the ONNX ops' meaning), Gelu, BiasGelu, FastGelu, FusedMatMul, QLinearAdd.
-Any other unknown op makes the evaluator fail, and triage calls the inconsistency undecided.
+Any other unknown op makes the evaluator fail, and triage calls the inconsistency undecided. An ONNX op that
+onnx.reference implements only from a later version (DequantizeLinear before 19) is evaluated by that version where
+its meaning is the same on every input the older schema allows (OLDER_FORMS).
 
 `run(model_bytes, inputs, widen_half=False, approximate=(), in_float64=False)`: inputs and outputs are serialized
 ONNX TensorProtos. With `in_float64`, every float tensor (float32, float16, bfloat16) is float64 instead, the
@@ -129,6 +131,47 @@ class QLinearAdd(OpRun):
 
 
 CONTRIB_OPS = [DequantizeLinear, QuantizeLinear, Gelu, BiasGelu, FastGelu, FusedMatMul, QLinearAdd]
+
+# ONNX ops that onnx.reference implements only from a later version than a model may import, each with the first
+# version it has and the earliest one whose meaning that implementation keeps on every input the older schema
+# allows: DequantizeLinear-10 and -13 (per-tensor, and per-axis from 13) are DequantizeLinear-19 without float8.
+OLDER_FORMS = {"DequantizeLinear": (19, 10)}
+
+
+def _older_forms(model: onnx.ModelProto) -> list:
+    """Op classes for the ONNX ops `model` uses at an opset below onnx.reference's first implementation of them
+    (see OLDER_FORMS), evaluated by that implementation; an op older than the versions listed stays unknown."""
+    from onnx.reference.ops import load_op  # noqa: PLC0415
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    used = {n.op_type for n in _all_nodes(model) if n.domain in ("", "ai.onnx")}
+    forms = []
+    for op, (first, earliest) in sorted(OLDER_FORMS.items()):
+        if op in used and earliest <= opset < first:
+            impl = load_op("", op, first)
+            # named like the op, the class reads the newest schema's attributes: the older ones are passed on
+            names = impl._run.__code__.co_varnames[1 : impl._run.__code__.co_argcount]
+
+            def _run(self, *args, _impl=impl, _names=names, **attrs):
+                return _impl._run(self, *args, **{k: v for k, v in attrs.items() if k in _names})
+
+            forms.append(type(op, (impl,), {"op_domain": "", "_run": _run}))
+    return forms
+
+
+def _all_nodes(model: onnx.ModelProto):
+    """Every node of the model: its graph's, its subgraphs' (control-flow bodies) and its functions'."""
+
+    def walk(nodes):
+        for n in nodes:
+            yield n
+            for a in n.attribute:
+                for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                    yield from walk(g.node)
+
+    yield from walk(model.graph.node)
+    for f in model.functions:
+        yield from walk(f.node)
 
 _SQRT_2_PI = math.sqrt(2.0 / math.pi)
 
@@ -271,7 +314,7 @@ def run(
             # numpy's overflow and invalid-value warnings are values (Inf, NaN), not failures
             warnings.simplefilter("ignore")
             with np.errstate(all="ignore"):
-                evaluator = ReferenceEvaluator(model, new_ops=_ops(approximate))
+                evaluator = ReferenceEvaluator(model, new_ops=_ops(approximate) + _older_forms(model))
                 values = evaluator.run(None, feeds)
         outputs = []
         for name, value in zip(evaluator.output_names, values):

@@ -171,3 +171,27 @@ def test_gelu_approximation_evaluates_gelu_and_erf_by_fast_gelus_formula():
     _, erf_gelu = outputs(("gelu", "erf"))
     np.testing.assert_allclose(erf_gelu, tanh, atol=1e-6)
     assert ref.run(m.SerializeToString(), feeds, False, ("sine",))["status"] == "error"
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_dequantize_linear_before_19_is_evaluated_as_onnx_defines_it(opset):
+    # onnx.reference implements DequantizeLinear from version 19 only ("found 19, 21"): a quantized model of an
+    # older opset was undecided for want of a kernel
+    node = h.make_node("DequantizeLinear", ["q", "s1", "zp"], ["z"])
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("q", T.UINT8, [3, 4])],
+                     [h.make_tensor_value_info("z", T.FLOAT, [3, 4])], [S1, ZP])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)], ir_version=7).SerializeToString()
+    r = ref.run(m, [nh.from_array(Q1, "q").SerializeToString()])
+    assert r["status"] == "ok", r["message"]
+    ours = nh.to_array(onnx.load_tensor_from_string(r["outputs"][0]))
+    np.testing.assert_array_equal(ours, (Q1.astype(np.float32) - 128) * np.float32(0.05))
+
+
+def test_an_op_older_than_any_listed_form_is_still_an_error():
+    # Reshape-1 (a shape attribute) has no implementation and no older form here: no guess
+    node = h.make_node("Reshape", ["x"], ["z"], shape=[4, 3])
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.FLOAT, [3, 4])],
+                     [h.make_tensor_value_info("z", T.FLOAT, [4, 3])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 1)], ir_version=3).SerializeToString()
+    r = ref.run(m, [nh.from_array(X, "x").SerializeToString()])
+    assert r["status"] == "error" and "Reshape" in r["message"]
