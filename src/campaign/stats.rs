@@ -35,7 +35,8 @@ pub struct Stats {
     /// For each pass, the campaign time (seconds) at which a test first fired it.
     #[serde(default)]
     pub first_fired_sec: BTreeMap<String, f64>,
-    /// Share of tests carrying a target pass in which that pass fired; null until tests carry target passes.
+    /// Share of tests carrying a target pass in which that pass fired (near misses apart); null until tests carry
+    /// target passes.
     pub trigger_rate: Option<f64>,
     /// Tests with at least one verdict.
     pub findings_raw: u64,
@@ -90,8 +91,13 @@ pub struct Stats {
     pub nondeterministic: u64,
     /// Inconsistencies that did not reproduce on a re-run.
     pub flaky: u64,
+    /// Tests carrying a target pass, near misses apart, and those in which it fired.
     pub tests_with_target_pass: u64,
     pub target_pass_fired: u64,
+    /// Varied tests whose target pass did not fire (`--vary`): the pass refused the variant, which is counted
+    /// here (and in `variations`), not against the trigger rate; its run is judged like any test's.
+    #[serde(default)]
+    pub near_misses: u64,
     /// For each target pass: [tests carrying it, tests in which it fired].
     pub trigger_by_pass: BTreeMap<String, [u64; 2]>,
     /// For each variation kind (`--vary`, `synth::vary`): [tests with it, tests in which their target pass still
@@ -217,7 +223,9 @@ impl Stats {
         }
         self.pass_pairs_distinct = self.pass_pairs.len() as u64;
         let target_fired = target_pass.is_some_and(|tp| fired.iter().any(|f| f == tp));
-        if let Some(tp) = target_pass {
+        let near_miss = target_pass.is_some() && !target_fired && !variations.is_empty();
+        self.near_misses += near_miss as u64;
+        if let Some(tp) = target_pass.filter(|_| !near_miss) {
             self.tests_with_target_pass += 1;
             let e = self.trigger_by_pass.entry(tp.to_string()).or_default();
             e[0] += 1;
@@ -290,5 +298,28 @@ pub fn wait_share(wait_sec: f64, lane_sec: f64) -> f64 {
         (wait_sec / lane_sec).min(1.0)
     } else {
         0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Stats;
+    use crate::oracle::Judgement;
+
+    /// A varied test whose target pass refused the variant is a near miss: counted apart, and not against the
+    /// trigger rate; a test as its pattern's test wrote it that does not fire counts against it as before.
+    #[test]
+    fn a_varied_test_whose_pass_did_not_fire_is_a_near_miss_not_a_trigger_failure() {
+        let mut st = Stats::default();
+        let j = Judgement { valid: true, invalid_reason: None, verdicts: Vec::new() };
+        let fired = ["P".to_string()];
+        st.record(1, &[], &fired, &j, Some("P"), &["extra-reader"], 1.0);
+        st.record(2, &[], &[], &j, Some("P"), &["extra-reader"], 1.0);
+        st.record(3, &[], &fired, &j, Some("P"), &[], 1.0);
+        st.record(4, &[], &[], &j, Some("P"), &[], 1.0);
+        st.refresh(1.0);
+        assert_eq!((st.near_misses, st.tests_with_target_pass, st.target_pass_fired), (1, 3, 2));
+        assert_eq!(st.trigger_rate, Some(2.0 / 3.0));
+        assert_eq!(st.variations["extra-reader"], [2, 1, 0]);
     }
 }

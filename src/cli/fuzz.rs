@@ -297,7 +297,8 @@ fn print_summary(s: &campaign::Summary) {
         st.pass_pairs_distinct
     );
     for (kind, [tests, fired, found]) in &st.variations {
-        println!("  variation {kind:<7} {tests} tests, target pass fired in {fired}, {found} with findings");
+        let near = tests - fired;
+        println!("  variation {kind:<7} {tests} tests, target pass fired in {fired} ({near} near misses), {found} with findings");
     }
     println!(
         "  findings          {} raw, {} coarse signatures, {} source keys: {} kept as directories, {} counted",

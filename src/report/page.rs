@@ -120,7 +120,11 @@ fn figures(s: &mut String, st: &Value, entries: &[Entry]) {
     // each variation kind (`--vary`): its tests, how many still fired their pattern's pass, and findings
     for (kind, v) in st["variations"].as_object().into_iter().flatten() {
         let n = |i: usize| v[i].as_u64().unwrap_or(0);
-        let fired = format!("{} tests, target pass fired in {}, {} with findings", n(0), n(1), n(2));
+        let (tests, fired, found) = (n(0), n(1), n(2));
+        let fired = format!(
+            "{tests} tests, target pass fired in {fired} ({} near misses), {found} with findings",
+            tests - fired
+        );
         rows.push((format!("variation {kind}"), fired));
     }
     s.push_str("<h2 id=\"figures\">Figures</h2>\n<table class=\"figures\">\n");

@@ -85,6 +85,7 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             flaky,
             tests_with_target_pass,
             target_pass_fired,
+            near_misses,
             trigger_by_pass,
             variations,
             signatures,
@@ -144,6 +145,7 @@ pub fn sum(parts: &[&Stats]) -> Stats {
         t.flaky += flaky;
         t.tests_with_target_pass += tests_with_target_pass;
         t.target_pass_fired += target_pass_fired;
+        t.near_misses += near_misses;
         for (k, v) in trigger_by_pass {
             let e = t.trigger_by_pass.entry(k.clone()).or_default();
             e[0] += v[0];
