@@ -94,11 +94,12 @@ pub struct FuzzArgs {
     /// 30 s to finish).
     #[arg(long, value_name = "F", default_value_t = campaign::TRIAGE_SHARE)]
     pub triage_share: f64,
-    /// Vary spliced patterns (repeatable; off by default until measured): `extra-reader`, in a quarter of the
-    /// splices, has one value inside the pattern read again, by a later node of the seed or as a graph output (a
-    /// pass that removes its producer must keep it). stats.json `variations` counts tests, target-pass firings and
-    /// findings per kind.
-    #[arg(long, value_name = "KIND", value_parser = ["extra-reader"])]
+    /// Vary spliced patterns (repeatable; off by default until measured), each kind in a quarter of the splices:
+    /// `extra-reader` has one value inside the pattern read again, by a later node of the seed or as a graph
+    /// output (a pass that removes its producer must keep it); `dtype` gives the pattern another element type its
+    /// ops accept, throughout (float-only tests, int32 and int64 bugs). stats.json `variations` counts tests,
+    /// target-pass firings (the rest are near misses) and findings per kind.
+    #[arg(long, value_name = "KIND", value_parser = ["extra-reader", "dtype"])]
     pub vary: Vec<String>,
     /// Run the K-th of N disjoint slices of the campaign (test ids = K mod N; `--tests` counts the whole
     /// campaign); `oatest merge` joins the shards' run directories.

@@ -124,11 +124,33 @@ fn import_graph(gp: &pb::GraphProto) -> Result<Graph, OnnxError> {
     for vi in &gp.output {
         g.add_output(vi.name(), import_type(vi.r#type.as_ref()));
     }
-    let nodes: Vec<Node> = gp.node.iter().map(import_node).collect::<Result<_, _>>()?;
+    let mut nodes: Vec<Node> = gp.node.iter().map(import_node).collect::<Result<_, _>>()?;
+    last_constant_wins(&mut g, &mut nodes);
     for i in sorted_by_dependencies(&nodes)? {
         g.add_node(nodes[i].clone())?;
     }
     Ok(g)
+}
+
+/// A value several constants define (Constant nodes, an initializer) takes the last one, as ONNX Runtime reads
+/// such a model ("Duplicate initializer ... the model will use the latest encountered initializer"): initializers
+/// come first, then Constant nodes in file order. Any other value defined twice stays an error.
+fn last_constant_wins(g: &mut Graph, nodes: &mut Vec<Node>) {
+    let constant = |n: &Node| n.op == OpId::onnx("Constant") && n.inputs.is_empty() && n.outputs.len() == 1;
+    let mut last: HashMap<String, usize> = HashMap::new();
+    for (i, n) in nodes.iter().enumerate().filter(|(_, n)| constant(n)) {
+        last.insert(n.outputs[0].clone(), i);
+    }
+    let mut k = 0;
+    nodes.retain(|n| {
+        k += 1;
+        !constant(n) || last[&n.outputs[0]] == k - 1
+    });
+    for v in last.keys() {
+        if !g.inputs.contains(v) {
+            g.initializers.shift_remove(v);
+        }
+    }
 }
 
 /// File order where it is already topological (ONNX requires it; some tools do not comply).

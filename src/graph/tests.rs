@@ -115,3 +115,63 @@ fn deep_node_count_counts_bodies_of_bodies() {
     assert_eq!(g.node_count(), 1);
     assert_eq!(g.node_count_deep(), 1 + (1 + 3 + 2) + 4);
 }
+
+/// A value two Constant nodes (and an initializer) define is read as ONNX Runtime reads it: the last Constant
+/// counts (ORT: "Duplicate initializer ... the model will use the latest encountered initializer"); a value two
+/// other nodes define is still an error.
+#[test]
+fn a_value_several_constants_define_takes_the_last_as_onnx_runtime_does() {
+    use super::onnx::pb;
+    use prost::Message;
+    let scalar =
+        |v: f32| pb::TensorProto { dims: vec![], data_type: Some(1), float_data: vec![v], ..Default::default() };
+    let constant = |name: &str, v: f32| pb::NodeProto {
+        op_type: Some("Constant".into()),
+        name: Some(name.into()),
+        output: vec!["c".into()],
+        attribute: vec![pb::AttributeProto {
+            name: Some("value".into()),
+            r#type: Some(4),
+            t: Some(scalar(v)),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let node = |op: &str, ins: &[&str], out: &str| pb::NodeProto {
+        op_type: Some(op.into()),
+        input: ins.iter().map(|s| s.to_string()).collect(),
+        output: vec![out.into()],
+        ..Default::default()
+    };
+    let ty = || pb::TypeProto {
+        value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+            elem_type: Some(1),
+            shape: Some(pb::TensorShapeProto { dim: vec![] }),
+        })),
+        ..Default::default()
+    };
+    let vi = |n: &str| pb::ValueInfoProto { name: Some(n.into()), r#type: Some(ty()), ..Default::default() };
+    let model = |nodes: Vec<pb::NodeProto>| {
+        let mut init = scalar(1.0);
+        init.name = Some("c".into());
+        let graph = pb::GraphProto {
+            name: Some("g".into()),
+            node: nodes,
+            initializer: vec![init],
+            input: vec![vi("x")],
+            output: vec![vi("y")],
+            ..Default::default()
+        };
+        let opset = pb::OperatorSetIdProto { domain: Some(String::new()), version: Some(17) };
+        pb::ModelProto { ir_version: Some(8), opset_import: vec![opset], graph: Some(graph), ..Default::default() }
+            .encode_to_vec()
+    };
+    let m = decode_model(&model(vec![constant("first", 2.0), node("Add", &["x", "c"], "y"), constant("last", 3.0)]))
+        .unwrap();
+    let nodes = m.graph.nodes_in_order().unwrap();
+    let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    assert!(names.contains(&"last") && !names.contains(&"first"), "{names:?}");
+    assert!(m.graph.initializers.is_empty());
+    let err = decode_model(&model(vec![node("Neg", &["x"], "c"), node("Add", &["x", "c"], "y")])).unwrap_err();
+    assert!(err.to_string().contains("defined twice"), "{err}");
+}

@@ -235,4 +235,18 @@ status = "fixed in 1.20.0"
         let k = KnownBugs::load(&path).unwrap();
         assert!(!k.is_empty());
     }
+
+    /// TVM entries are known by the pass that raised and its message (apache/tvm#20197: CombineParallelMatmul on
+    /// 1-D operands); the other CombineParallelMatmul failure (a constant LHS) has no upstream report.
+    #[test]
+    fn the_projects_file_knows_a_tvm_bug_by_the_pass_that_raised() {
+        let k = KnownBugs::load(&crate::util::project_file(DEFAULT_FILE).unwrap()).unwrap();
+        let pass = vec!["CombineParallelMatmul".to_string()];
+        let tvm = |m| Facts { target: "tvm", ..facts(&pass, m, &[], "") };
+        let one_d = ["[raised in CombineParallelMatmul] IndexError: Index 1 out of bounds 1"];
+        assert!(k.find(&tvm(&one_d)).unwrap().link.ends_with("apache/tvm/issues/20197"));
+        let constant = ["[raised in CombineParallelMatmul] TypeError: Cannot treat type `ir.GenericConst` as type"];
+        assert!(k.find(&tvm(&constant)).is_none());
+        assert!(k.find(&Facts { target: "ort", ..tvm(&one_d) }).is_none());
+    }
 }

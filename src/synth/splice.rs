@@ -94,6 +94,9 @@ pub fn splice_varied(
     point: Option<usize>,
     vary: &[Variation],
 ) -> Result<(Model, SpliceInfo), Refused> {
+    // a variation: the pattern in another element type its ops accept
+    let retyped = vary.contains(&Variation::Dtype).then(|| super::vary::retyped(p, tag)).flatten();
+    let p = retyped.as_ref().unwrap_or(p);
     let g = &seed.graph;
     // a seed written at an older opset: its older-form nodes (of an earlier own-opset pattern) by declarations
     let types = check_graph(&crate::ops::since::typed_at(g, seed.opset()), false)
@@ -101,6 +104,9 @@ pub fn splice_varied(
     let order = g.topo_order().map_err(|e| Refused(e.to_string()))?;
     let k = point.unwrap_or_else(|| rng.random_range(0..=order.len())).min(order.len());
     let mut info = SpliceInfo { point: k, ..Default::default() };
+    if retyped.is_some() {
+        info.variations.push(Variation::Dtype);
+    }
     let preceding = preceding(g, &order, k, &types);
     let pg = &p.model.graph;
     let mut names = Names { tag, counter: 0 };

@@ -239,7 +239,35 @@ fn a_share_of_varied_splices_reads_a_value_inside_the_pattern_again_and_the_rest
     assert!(by_node > 0, "a later node read the inner value in none of {varied} varied splices");
     let share = varied as f64 / 400.0;
     assert!((EXTRA_READER_SHARE / 2.0..EXTRA_READER_SHARE * 2.0).contains(&share), "{varied} of 400 splices");
-    assert!(Variation::parse("extra-reader").is_ok() && Variation::parse("dtype").is_err());
+    assert!(Variation::parse("extra-reader").is_ok() && Variation::parse("dtype").is_ok());
+    assert!(Variation::parse("nope").is_err());
+}
+
+#[test]
+fn a_share_of_dtype_varied_splices_takes_another_type_the_pattern_accepts_throughout() {
+    use super::vary::{Variation, DTYPE_SHARE};
+    // Identity -> mid -> Relu in float32: Relu also takes float64, float16, int8 and int32
+    let p = pattern(t(DType::F32, &[2, 3]));
+    let (mut varied, mut kinds) = (0, std::collections::BTreeSet::new());
+    for s in 0..400 {
+        let plain = splice(&seed(), &p, &mut Rng::seed_from_u64(s), s, Some(1)).unwrap();
+        let (m, info) =
+            splice_varied(&seed(), &p, &mut Rng::seed_from_u64(s), s, Some(1), &[Variation::Dtype]).unwrap();
+        let types = check_graph(&m.graph, true).unwrap();
+        let mid = types[&format!("p{s}_mid")].dtype;
+        if info.variations.is_empty() {
+            let same = crate::graph::onnx::encode_model(&m) == crate::graph::onnx::encode_model(&plain.0);
+            assert!(same, "a splice the variation skips is the same splice");
+            assert_eq!(mid, DType::F32);
+            continue;
+        }
+        varied += 1;
+        assert_ne!(mid, DType::F32, "a varied pattern computes in another type");
+        kinds.insert(mid);
+    }
+    let share = varied as f64 / 400.0;
+    assert!((DTYPE_SHARE / 2.0..DTYPE_SHARE * 2.0).contains(&share), "{varied} of 400 splices");
+    assert!(kinds.len() >= 3, "{kinds:?}");
 }
 
 #[test]

@@ -4,9 +4,15 @@
 //!   node of the seed that takes its type (half of the time, when one does), else returned as a graph output, so
 //!   a pass that removes its producer must keep it (the review of a 30-minute ORT campaign found FastGelu,
 //!   BiasSkipLayerNorm, EmbedLayerNorm and Attention fusions deleting a node whose output was still read).
+//! - `dtype`: one element type of the pattern (of its inputs and constants) is another one throughout (ports,
+//!   constants, Cast targets, declared types), the first that the pattern's ops accept (the catalog's CPU
+//!   dtypes), so the bridges feed it that type: FuseReluClip and DivMulFusion's tests use float only, their
+//!   bugs live on int32 and int64.
 
-use crate::graph::{Graph, TensorType};
+use crate::graph::{Attr, DType, Graph, Tensor, TensorType, ValueType};
 use crate::ops::{check_graph, Rng};
+use crate::pattern::{abstract_type, Pattern};
+use rand::seq::SliceRandom as _;
 use rand::{Rng as _, SeedableRng as _};
 use std::collections::HashMap;
 
@@ -18,14 +24,22 @@ pub const EXTRA_READER_SHARE: f64 = 0.25;
 #[serde(rename_all = "kebab-case")]
 pub enum Variation {
     ExtraReader,
+    Dtype,
 }
 
+/// The share of splices whose pattern takes another element type ([`Variation::Dtype`]).
+pub const DTYPE_SHARE: f64 = 0.25;
+
+/// The element types a pattern's type may become (the catalog decides which its ops accept).
+const DTYPES: &[DType] = &[DType::F32, DType::F16, DType::F64, DType::I8, DType::U8, DType::I32, DType::I64];
+
 impl Variation {
-    pub const ALL: &'static [Variation] = &[Variation::ExtraReader];
+    pub const ALL: &'static [Variation] = &[Variation::ExtraReader, Variation::Dtype];
 
     pub fn name(self) -> &'static str {
         match self {
             Variation::ExtraReader => "extra-reader",
+            Variation::Dtype => "dtype",
         }
     }
 
@@ -77,4 +91,111 @@ pub(super) fn extra_reader(pg: &Graph, ports: &HashMap<String, TensorType>, tag:
         .collect();
     let (value, ty) = inner.get(vrng.random_range(0..inner.len().max(1)))?.clone();
     Some(Reader { value, ty, by_node: vrng.random_bool(0.5), pick: vrng.random_range(0..1 << 16) })
+}
+
+/// For [`DTYPE_SHARE`] of the tags: pattern `p` with one element type of its inputs and constants replaced by
+/// another everywhere (inputs, outputs, declared types, constants, Constant nodes, Cast targets), the first of
+/// [`DTYPES`] in a random order that its ops accept; None for the other tags, or when none type-checks.
+/// Constant values are converted; a nonzero float that an integer type would make zero becomes +-1 (no new
+/// division by zero).
+pub(super) fn retyped(p: &Pattern, tag: u64) -> Option<Pattern> {
+    let mut vrng = Rng::seed_from_u64(tag ^ 0x7a11_0e0d_e000_0003);
+    if !vrng.random_bool(DTYPE_SHARE) {
+        return None;
+    }
+    let g = &p.model.graph;
+    let mut from: Vec<DType> = g
+        .inputs
+        .iter()
+        .filter_map(|i| g.tensor_type(i))
+        .map(|t| t.dtype)
+        .chain(g.initializers.values().map(|t| t.dtype))
+        .filter(|d| DTYPES.contains(d))
+        .collect();
+    from.sort();
+    from.dedup();
+    let from = *from.get(vrng.random_range(0..from.len().max(1)))?;
+    let mut to: Vec<DType> = DTYPES.iter().copied().filter(|&d| d != from).collect();
+    to.shuffle(&mut vrng);
+    to.into_iter().find_map(|d| {
+        let mut q = p.clone();
+        retype_graph(&mut q.model.graph, from, d);
+        check_graph(&q.model.graph, false).ok()?;
+        let consumers = |g: &Graph, v: &str| -> Vec<String> {
+            g.consumers(v).iter().map(|(id, _)| g.node(*id).op.name.clone()).collect()
+        };
+        let types: Vec<(usize, TensorType)> = q
+            .meta
+            .inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(k, port)| Some((k, q.model.graph.tensor_type(&port.name)?)))
+            .collect();
+        for (k, ty) in types {
+            let readers = consumers(&q.model.graph, &q.meta.inputs[k].name);
+            q.meta.inputs[k].abstract_ty = abstract_type(&ty, &readers.iter().map(String::as_str).collect::<Vec<_>>());
+            q.meta.inputs[k].ty = ty;
+        }
+        for port in q.meta.outputs.iter_mut() {
+            if let Some(ty) = q.model.graph.tensor_type(&port.name) {
+                port.abstract_ty.dtype_class = abstract_type(&ty, &[]).dtype_class;
+                port.ty = ty;
+            }
+        }
+        Some(q)
+    })
+}
+
+/// Every `from` of graph `g` made `to`: declared types, initializers, tensor attributes, Cast targets.
+fn retype_graph(g: &mut Graph, from: DType, to: DType) {
+    for t in g.types.values_mut() {
+        if let ValueType::Tensor(t) = t {
+            if t.dtype == from {
+                t.dtype = to;
+            }
+        }
+    }
+    for t in g.initializers.values_mut() {
+        retype_tensor(t, from, to);
+    }
+    let ids: Vec<_> = g.node_ids().collect();
+    for id in ids {
+        for (name, a) in g.node_attrs_mut(id).iter_mut() {
+            match a {
+                Attr::Tensor(t) => retype_tensor(t, from, to),
+                Attr::Int(code) if name == "to" && *code == from.onnx() as i64 => *code = to.onnx() as i64,
+                _ => {}
+            }
+        }
+    }
+}
+
+fn retype_tensor(t: &mut Tensor, from: DType, to: DType) {
+    if t.dtype != from {
+        return;
+    }
+    let Some(values) = t.to_f64s() else { return };
+    let dims: Vec<usize> = t.dims.iter().map(|&d| d.max(0) as usize).collect();
+    let converted: Vec<f64> = values
+        .iter()
+        .map(|&v| {
+            if !to.is_int() {
+                return v;
+            }
+            let r = v.round();
+            let r = if r == 0.0 && v != 0.0 { v.signum() } else { r };
+            let (lo, hi) = match to {
+                DType::I8 => (-128.0, 127.0),
+                DType::U8 => (0.0, 255.0),
+                DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+                _ => (-9.0e15, 9.0e15),
+            };
+            if r.is_finite() {
+                r.clamp(lo, hi)
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    *t = Tensor::from_f64s(to, &dims, &converted);
 }
