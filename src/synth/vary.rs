@@ -120,7 +120,8 @@ pub(super) fn retyped(p: &Pattern, tag: u64) -> Option<Pattern> {
     to.into_iter().find_map(|d| {
         let mut q = p.clone();
         retype_graph(&mut q.model.graph, from, d);
-        check_graph(&q.model.graph, false).ok()?;
+        // strict: an op the catalog does not know (typed by declarations) would take any type
+        check_graph(&q.model.graph, true).ok()?;
         let consumers = |g: &Graph, v: &str| -> Vec<String> {
             g.consumers(v).iter().map(|(id, _)| g.node(*id).op.name.clone()).collect()
         };
