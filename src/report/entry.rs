@@ -30,9 +30,13 @@ impl Filer for Entries {
     ) -> anyhow::Result<(PathBuf, bool)> {
         let upstream = self.labeler.label(r, t, m);
         // one bug seen with another culprit set joins its entry
-        if let Some(sig) = super::related::find(folder, &r.finding.target, r.finding.symptom, t) {
+        let ours = super::related::Evidence {
+            known: upstream.known.as_ref().map(|k| k.link.clone()),
+            ops: (r.finding.target != "tvm").then(|| super::related::ops_of(&m.case.model.graph)),
+        };
+        if let Some(sig) = super::related::find(folder, &r.finding.target, r.finding.symptom, t, &ours) {
             let note =
-                format!("filed with {sig}: same symptom and passes {}", super::related::key_passes(t).join(" + "));
+                format!("filed with {sig}: one root cause, passes {}", super::related::key_passes(t).join(" + "));
             t.dd_note = Some(t.dd_note.take().map_or(note.clone(), |n| format!("{n}; {note}")));
             t.signature = sig;
         }

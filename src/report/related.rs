@@ -6,8 +6,14 @@
 //! crashes of the same signal) and their key passes meet; wrong results and hangs carry no second key, so they
 //! are never merged across culprit sets. Key passes are the faulty passes without the rewiring ones ([`REWIRING`]:
 //! passes that only change which value a consumer reads or share equal values; they expose another pass's
-//! broken graph rather than break it), or every faulty pass when only rewiring ones are left. A related
-//! finding is filed into the existing entry, whose bug.json lists every culprit set seen (`culprit_sets`).
+//! broken graph rather than break it), or every faulty pass when only rewiring ones are left; one pass's levels
+//! are one pass (LayerNormFusionL1 and L2 are one class of ORT registered twice). A related finding is filed into
+//! the existing entry, whose bug.json lists every culprit set seen (`culprit_sets`).
+//!
+//! Across symptoms and failure kinds (a review found MatMul_BatchNormalization_Fusion's error and wrong result,
+//! or the int32 QuantizeLinear of #25001 with and without a zero point, filed twice), two entries whose key
+//! passes meet are one bug when both match one upstream report, or when their minimized models hold the same ops
+//! ([`Evidence`]). A node reading a removed value and an output nobody produces any more are one failure kind.
 
 use super::record::BugRecord;
 use crate::finding::signature::error_kind;
@@ -44,37 +50,88 @@ pub fn key_passes(t: &Triaged) -> Vec<String> {
     }
 }
 
-/// Whether the entry `rec` and the new triage `t` (of `target`, `symptom`) are one optimizer bug.
-pub fn related(rec: &BugRecord, target: &str, symptom: Symptom, t: &Triaged) -> bool {
-    let e = &rec.triage;
-    if t.class != Class::Optimizer || e.class != Class::Optimizer || rec.target != target || rec.symptom != symptom {
-        return false;
+/// What ties two entries to one root cause whatever their symptoms: the upstream report both match, and the ops
+/// of the minimized model (sorted, with repeats; none for a test that is no ONNX model).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Evidence {
+    pub known: Option<String>,
+    pub ops: Option<Vec<String>>,
+}
+
+impl Evidence {
+    /// The evidence of the entry in `dir`: its bug.json's known report, its model.onnx's ops.
+    fn of_entry(dir: &Path, rec: &BugRecord) -> Evidence {
+        let ops = crate::graph::onnx::load(&dir.join("model.onnx")).ok().map(|m| ops_of(&m.graph));
+        Evidence { known: rec.upstream.known.as_ref().map(|k| k.link.clone()), ops }
     }
-    // the second key: how it fails. Wrong values carry none (two wrong-result bugs sharing a pass are not
-    // known to be one), hangs only their culprits
-    let same_failure = match symptom {
-        Symptom::Error => error_kind(&e.detail) == error_kind(&t.detail),
-        Symptom::Crash => crate::triage::crash_kind(&e.detail) == crate::triage::crash_kind(&t.detail),
-        Symptom::Inconsistency | Symptom::Hang => false,
-    };
-    if !same_failure {
+}
+
+/// The op types of `g`'s nodes, sorted, with repeats.
+pub fn ops_of(g: &crate::graph::Graph) -> Vec<String> {
+    let mut ops: Vec<String> = g.node_ids().map(|id| g.node(id).op.name.clone()).collect();
+    ops.sort();
+    ops
+}
+
+/// A pass by its class: ORT registers some at two levels (LayerNormFusionL1/L2, GeluFusionL1/L2) and runs the
+/// transpose optimizer twice (`TransposeOptimizer_CPUExecutionProvider`).
+fn pass_class(p: &str) -> &str {
+    let p = p.strip_suffix("_CPUExecutionProvider").unwrap_or(p);
+    p.strip_suffix("L1").or_else(|| p.strip_suffix("L2")).unwrap_or(p)
+}
+
+/// How an error fails, with the two ways of reading a value whose producer a pass removed as one.
+fn failure_kind(detail: &str) -> String {
+    let k = error_kind(detail);
+    if k.starts_with("ONNX Runtime: a node reads") || k.starts_with("ONNX Runtime: an output that nothing") {
+        return "ONNX Runtime: a value whose producer was removed".into();
+    }
+    k
+}
+
+/// Whether the entry `rec` and the new triage `t` (of `target`, `symptom`) are one optimizer bug; `theirs` and
+/// `ours` are the entries' [`Evidence`].
+pub fn related(
+    rec: &BugRecord,
+    target: &str,
+    symptom: Symptom,
+    t: &Triaged,
+    theirs: &Evidence,
+    ours: &Evidence,
+) -> bool {
+    let e = &rec.triage;
+    if t.class != Class::Optimizer || e.class != Class::Optimizer || rec.target != target {
         return false;
     }
     if e.culprits.is_empty() || t.culprits.is_empty() {
         return false;
     }
-    let theirs = key_passes(e);
-    key_passes(t).iter().any(|p| theirs.contains(p))
+    let key: Vec<String> = key_passes(e).iter().map(|p| pass_class(p).to_string()).collect();
+    if !key_passes(t).iter().any(|p| key.iter().any(|k| k == pass_class(p))) {
+        return false;
+    }
+    // the second key: how it fails. Wrong values carry none (two wrong-result bugs sharing a pass are not
+    // known to be one), hangs only their culprits
+    let same_failure = rec.symptom == symptom
+        && match symptom {
+            Symptom::Error => failure_kind(&e.detail) == failure_kind(&t.detail),
+            Symptom::Crash => crate::triage::crash_kind(&e.detail) == crate::triage::crash_kind(&t.detail),
+            Symptom::Inconsistency | Symptom::Hang => false,
+        };
+    // across symptoms: one upstream report, or the same minimized ops
+    let one_report = ours.known.is_some() && ours.known == theirs.known;
+    let same_ops = ours.ops.is_some() && ours.ops == theirs.ops;
+    same_failure || one_report || same_ops
 }
 
 /// The signature of an entry in `folder` related to `t`, when there is one (the one with the most findings).
-pub fn find(folder: &Path, target: &str, symptom: Symptom, t: &Triaged) -> Option<String> {
+pub fn find(folder: &Path, target: &str, symptom: Symptom, t: &Triaged, ours: &Evidence) -> Option<String> {
     let mut best: Option<(usize, String)> = None;
     for entry in std::fs::read_dir(folder).ok()?.filter_map(|e| e.ok()) {
         let Some(rec) = read(&entry.path()) else { continue };
         let sig = entry.file_name().to_string_lossy().to_string();
         if sig != t.signature
-            && related(&rec, target, symptom, t)
+            && related(&rec, target, symptom, t, &Evidence::of_entry(&entry.path(), &rec), ours)
             && best.as_ref().is_none_or(|(n, _)| rec.findings.len() > *n)
         {
             best = Some((rec.findings.len(), sig));
@@ -133,6 +190,8 @@ mod tests {
         }
     }
 
+    const NONE: Evidence = Evidence { known: None, ops: None };
+
     const MISSING: &str =
         "Invalid model. Node input 'a_1' is not a graph input, initializer, or output of a previous node.";
 
@@ -140,28 +199,75 @@ mod tests {
     fn entries_meet_on_a_pass_that_is_not_only_rewiring() {
         let gemm = record(triaged(&["GemmTransposeFusion", "EliminateIdentity"], &[], MISSING));
         let with_matmul = triaged(&["MatMulAddFusion", "CastElimination", "GemmTransposeFusion"], &[], MISSING);
-        assert!(related(&gemm, "ort", Symptom::Error, &with_matmul));
+        assert!(related(&gemm, "ort", Symptom::Error, &with_matmul, &NONE, &NONE));
         // sharing only a rewiring pass is no evidence of one bug
         let other = triaged(&["MatMul_BatchNormalization_Fusion", "EliminateIdentity"], &[], MISSING);
-        assert!(!related(&gemm, "ort", Symptom::Error, &other));
+        assert!(!related(&gemm, "ort", Symptom::Error, &other, &NONE, &NONE));
         // another kind of error, another symptom or target: another bug
         let typed = triaged(&["GemmTransposeFusion"], &[], "Type Error: Type (tensor(float16)) of input");
-        assert!(!related(&gemm, "ort", Symptom::Error, &typed));
-        assert!(!related(&gemm, "ort", Symptom::Crash, &with_matmul));
+        assert!(!related(&gemm, "ort", Symptom::Error, &typed, &NONE, &NONE));
+        assert!(!related(&gemm, "ort", Symptom::Crash, &with_matmul, &NONE, &NONE));
         let mut wrong = record(triaged(&["GemmTransposeFusion", "EliminateIdentity"], &[], "output 'y'[0]"));
         wrong.symptom = Symptom::Inconsistency;
-        assert!(!related(&wrong, "ort", Symptom::Inconsistency, &triaged(&["GemmTransposeFusion"], &[], "output")));
-        assert!(!related(&gemm, "tvm", Symptom::Error, &with_matmul));
+        assert!(!related(
+            &wrong,
+            "ort",
+            Symptom::Inconsistency,
+            &triaged(&["GemmTransposeFusion"], &[], "output"),
+            &NONE,
+            &NONE
+        ));
+        assert!(!related(&gemm, "tvm", Symptom::Error, &with_matmul, &NONE, &NONE));
         // an enabler is not part of the key
         let enabled =
             triaged(&["QDQSelectorActionTransformer", "GemmTransposeFusion"], &["GemmTransposeFusion"], MISSING);
-        assert!(!related(&gemm, "ort", Symptom::Error, &enabled));
+        assert!(!related(&gemm, "ort", Symptom::Error, &enabled, &NONE, &NONE));
         // only rewiring passes: they are the key
         let only = record(triaged(&["ConstantSharing", "CommonSubexpressionElimination"], &[], MISSING));
-        assert!(related(&only, "ort", Symptom::Error, &triaged(&["ConstantSharing"], &[], MISSING)));
+        assert!(related(&only, "ort", Symptom::Error, &triaged(&["ConstantSharing"], &[], MISSING), &NONE, &NONE));
         // not optimizer bugs: never merged across culprit sets
         let mut reference = with_matmul.clone();
         reference.class = Class::Reference;
-        assert!(!related(&gemm, "ort", Symptom::Error, &reference));
+        assert!(!related(&gemm, "ort", Symptom::Error, &reference, &NONE, &NONE));
+    }
+
+    /// The review of a 30-minute campaign found one root cause filed twice: MatMul_BatchNormalization_Fusion's
+    /// error (a returned Transpose output removed) and wrong result (a returned Reshape output batch-normalized),
+    /// both minimized to MatMul, Reshape, Transpose, BatchNormalization; #25001 with and without a zero point;
+    /// LayerNormFusion at levels 1 and 2; EmbedLayerNormFusion's removed value read by a node or returned.
+    #[test]
+    fn one_root_cause_across_symptoms_reports_and_levels_is_one_entry() {
+        let ops = |v: &[&str]| Evidence { known: None, ops: Some(v.iter().map(|s| s.to_string()).collect()) };
+        let bn = ["BatchNormalization", "MatMul", "Reshape", "Transpose"];
+        let error = record(triaged(&["MatMul_BatchNormalization_Fusion"], &[], "output 't' came back without a value"));
+        let wrong = triaged(&["MatMul_BatchNormalization_Fusion"], &[], "output 'r'[3]: expected 3.3, got 16.5");
+        assert!(related(&error, "ort", Symptom::Inconsistency, &wrong, &ops(&bn), &ops(&bn)));
+        // other ops, no shared report: not known to be one bug
+        assert!(!related(&error, "ort", Symptom::Inconsistency, &wrong, &ops(&bn), &ops(&bn[1..])));
+        assert!(!related(&error, "ort", Symptom::Inconsistency, &wrong, &NONE, &NONE));
+        // one upstream report, two messages
+        let link = |l: &str| Evidence { known: Some(l.into()), ops: None };
+        let zp = record(triaged(&["QDQPropagationTransformer"], &[], "Type 'tensor(int32)' of input parameter"));
+        let no_zp = triaged(&["QDQPropagationTransformer"], &[], "Could not find an implementation for QuantizeLinear");
+        assert!(related(&zp, "ort", Symptom::Error, &no_zp, &link("u/25001"), &link("u/25001")));
+        assert!(!related(&zp, "ort", Symptom::Error, &no_zp, &link("u/25001"), &link("u/25526")));
+        // another pass never joins, whatever the evidence
+        let other = triaged(&["DivMulFusion"], &[], "output 'r'[3]: expected 3.3, got 16.5");
+        assert!(!related(&error, "ort", Symptom::Inconsistency, &other, &ops(&bn), &ops(&bn)));
+        // one pass at two levels, one failure kind
+        let l1 = record(triaged(&["LayerNormFusionL1"], &[], "Type Error: Type (tensor(float16)) of input"));
+        let l2 = triaged(&["LayerNormFusionL2"], &[], "Type Error: Type (tensor(bool)) of input");
+        assert!(related(&l1, "ort", Symptom::Error, &l2, &NONE, &NONE));
+        // a removed value read by a node, or returned: one failure kind
+        let returned =
+            record(triaged(&["EmbedLayerNormFusion"], &[], "output 'a' came back without a value or type information"));
+        assert!(related(
+            &returned,
+            "ort",
+            Symptom::Error,
+            &triaged(&["EmbedLayerNormFusion"], &[], MISSING),
+            &NONE,
+            &NONE
+        ));
     }
 }

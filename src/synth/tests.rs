@@ -362,3 +362,27 @@ fn two_sources_made_alike_make_the_same_tests() {
     }
     assert!(same > 2 * POOL_LAG, "{same}");
 }
+
+#[test]
+fn a_dtype_variant_never_divides_integers_by_a_value_the_pattern_computes() {
+    use super::vary::Variation;
+    // in -> Relu -> r; Div(in, r): in float a zero divisor gives inf, in an integer type a crash (invalid test)
+    let mut p = pattern(t(DType::F32, &[2, 3]));
+    let g = &mut p.model.graph;
+    g.add_node(Node::new("div", OpId::onnx("Div"), vec!["in".into(), "out".into()], vec!["q".into()])).unwrap();
+    g.outputs = vec!["q".into()];
+    g.types.insert("q".into(), t(DType::F32, &[2, 3]).into());
+    p.meta.outputs[0].name = "q".into();
+    let mut varied = 0;
+    for s in 0..400 {
+        let Ok((m, info)) = splice_varied(&seed(), &p, &mut Rng::seed_from_u64(s), s, Some(1), &[Variation::Dtype])
+        else {
+            continue;
+        };
+        let types = check_graph(&m.graph, true).unwrap();
+        varied += !info.variations.is_empty() as usize;
+        let q = types[&format!("p{s}_q")].dtype;
+        assert!(!q.is_int(), "tag {s}: an integer Div by the pattern's own Relu output");
+    }
+    assert!(varied > 0, "no float variant either");
+}

@@ -132,9 +132,17 @@ pub const PRECISE_X64_QUANT: (&str, &str) = ("session.x64quantprecision", "1");
 /// Whether a model has quantized ops (whose fast x64 kernels may overflow): Q/DQ, QLinear*, integer matmuls and
 /// convolutions, QGemm, dynamic quantization.
 pub fn has_quantized_ops(model: &crate::graph::Model) -> bool {
+    has_quantized_nodes(&model.graph)
+}
+
+/// Whether `g` or a control-flow body in it, however deep, holds a quantized op (a review found a quantized
+/// Loop body's documented x64 overflow filed as a bug: only the top level was looked at).
+fn has_quantized_nodes(g: &crate::graph::Graph) -> bool {
     let quantized =
         |op: &str| op.contains("Quantize") || op.starts_with("QLinear") || op.contains("Integer") || op == "QGemm";
-    model.graph.nodes_in_order().is_ok_and(|nodes| nodes.iter().any(|n| quantized(&n.op.name)))
+    g.node_ids()
+        .map(|id| g.node(id))
+        .any(|n| quantized(&n.op.name) || n.subgraphs().any(|(_, b)| has_quantized_nodes(b)))
 }
 
 /// A class and why.
@@ -302,14 +310,20 @@ fn skips_final_rounding(oracle: &Oracle, hints: &Hints, semantic: &Outcome, opti
 
 /// Whether a model computes in float16 or bfloat16 anywhere (a value, an initializer or a Cast target).
 pub fn has_half_floats(model: &crate::graph::Model) -> bool {
+    has_half_floats_in(&model.graph)
+}
+
+/// [`has_half_floats`] of a graph and its control-flow bodies, however deep.
+fn has_half_floats_in(g: &crate::graph::Graph) -> bool {
     let half = |d: DType| matches!(d, DType::F16 | DType::BF16);
-    let g = &model.graph;
-    let cast_to_half = |n: &&crate::graph::Node| {
+    let cast_to_half = |n: &crate::graph::Node| {
         ["to", "dtype"].iter().any(|k| n.attr_int(k).is_some_and(|c| half(DType::from_onnx(c as i32))))
     };
     g.types.values().filter_map(|t| t.tensor()).any(|t| half(t.dtype))
         || g.initializers.values().any(|t| half(t.dtype))
-        || g.nodes_in_order().is_ok_and(|nodes| nodes.iter().any(cast_to_half))
+        || g.node_ids()
+            .map(|id| g.node(id))
+            .any(|n| cast_to_half(n) || n.subgraphs().any(|(_, b)| has_half_floats_in(b)))
 }
 
 /// How `run` (an unoptimized run of `model`) contradicts the model's declared output types, if it does
@@ -392,6 +406,29 @@ mod tests {
 
     fn out(dims: &[usize], v: &[f32]) -> Vec<NamedTensor> {
         vec![NamedTensor { name: "y".into(), tensor: Tensor::from_f32(dims, v) }]
+    }
+
+    /// A quantized op inside a Loop body makes a quantized model (the review found a Loop body's documented x64
+    /// quantization overflow filed as a bug: its platform check never ran), and so does a float16 value.
+    #[test]
+    fn quantized_ops_and_half_floats_inside_bodies_count() {
+        let mut body = Graph::new("body");
+        body.add_input("q", TensorType::new(DType::U8, &[2]));
+        body.add_input("s", TensorType::new(DType::F32, &[]));
+        let q = Node::new("q", OpId::onnx("QuantizeLinear"), vec!["q".into(), "s".into()], vec!["y".into()]);
+        body.add_node(q).unwrap();
+        body.add_output("y", TensorType::new(DType::F16, &[2]));
+        let mut g = Graph::new("g");
+        g.add_input("c", TensorType::new(DType::Bool, &[]));
+        let node = Node::new("if", OpId::onnx("If"), vec!["c".into()], vec!["o".into()])
+            .with_attr("then_branch", crate::graph::Attr::Graph(Box::new(body.clone())))
+            .with_attr("else_branch", crate::graph::Attr::Graph(Box::new(body)));
+        g.add_node(node).unwrap();
+        g.add_output("o", TensorType::new(DType::F32, &[2]));
+        let m = Model::new(g);
+        assert!(has_quantized_ops(&m), "quantized");
+        assert!(has_half_floats(&m), "half");
+        assert!(!has_quantized_ops(&Model::new(Graph::new("empty"))));
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use super::classify::{Class, Classified};
 use crate::compiler::{NamedTensor, Outcome};
 use crate::graph::{DType, Tensor};
-use crate::oracle::Oracle;
+use crate::oracle::{Oracle, Tolerance};
 use rand::{Rng, SeedableRng};
 
 /// How many ULPs (relative, of each input's dtype) a perturbation moves each float input element, at most.
@@ -112,10 +112,11 @@ pub fn refine(
     }
 }
 
-/// The largest |run - exact| over the float outputs (by position; `exact` evaluated in float64), or `None` when an
+/// How far a run is from the exact values (`exact`, the model evaluated in float64) over its float outputs (by
+/// position): the largest |run - exact| and how many elements are beyond `tol` of the exact value; `None` when an
 /// output does not compare (another length, a non-finite value on either side).
-fn float_error(run: &Outcome, exact: &Outcome) -> Option<f64> {
-    let mut worst = 0.0f64;
+fn float_error(run: &Outcome, exact: &Outcome, tol: Tolerance) -> Option<(f64, usize)> {
+    let (mut worst, mut beyond) = (0.0f64, 0usize);
     for (r, e) in run.outputs.iter().zip(&exact.outputs) {
         if !r.tensor.dtype.is_float() {
             continue;
@@ -124,15 +125,30 @@ fn float_error(run: &Outcome, exact: &Outcome) -> Option<f64> {
         if a.len() != b.len() || a.iter().chain(&b).any(|x| !x.is_finite()) {
             return None;
         }
-        worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(worst, f64::max);
+        let (atol, rtol) = tol.float_rule(r.tensor.dtype).unwrap_or((0.0, 0.0));
+        for (x, y) in a.iter().zip(&b) {
+            worst = worst.max((x - y).abs());
+            beyond += ((x - y).abs() > atol + rtol * y.abs()) as usize;
+        }
     }
-    Some(worst)
+    Some((worst, beyond))
 }
+
+/// How much larger than the unoptimized run's error the optimized one's may be when it has no more elements beyond
+/// tolerance of the exact values: rounding differently (another summation order) moves the worst element, a wrong
+/// rewrite is off by far more.
+const SAME_ORDER: f64 = 4.0;
 
 /// Precision against float64: an `optimizer` inconsistency whose differing outputs are all floats, and whose
 /// optimized result is no farther from the model evaluated in float64 (`exact`) than the unoptimized result, is
 /// `precision`: the rewrite rounds differently (summation order, a fused kernel), it does not compute wrongly.
-pub fn refine_float64(c: Classified, unoptimized: &Outcome, optimized: &Outcome, exact: &Outcome) -> Classified {
+pub fn refine_float64(
+    c: Classified,
+    tol: Tolerance,
+    unoptimized: &Outcome,
+    optimized: &Outcome,
+    exact: &Outcome,
+) -> Classified {
     if c.class != Class::Optimizer || unoptimized.outputs.len() != exact.outputs.len() {
         return c;
     }
@@ -145,15 +161,59 @@ pub fn refine_float64(c: Classified, unoptimized: &Outcome, optimized: &Outcome,
     if other_differs {
         return c;
     }
-    match (float_error(unoptimized, exact), float_error(optimized, exact)) {
-        (Some(u), Some(o)) if o <= u => Classified {
+    match (float_error(unoptimized, exact, tol), float_error(optimized, exact, tol)) {
+        (Some((u, ub)), Some((o, ob))) if o <= u || (ob <= ub && o <= SAME_ORDER * u) => Classified {
             class: Class::Precision,
             note: format!(
                 "{}; against the model evaluated in float64 the optimized result is no farther off (max |diff| \
-                 {o:.3e}) than the unoptimized one ({u:.3e}): it rounds differently, it does not compute wrongly",
+                 {o:.3e}, {ob} elements beyond tolerance) than the unoptimized one ({u:.3e}, {ub}): it rounds \
+                 differently, it does not compute wrongly",
                 c.note
             ),
         },
         _ => c,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compiler::{Config, Level, Status};
+
+    fn run(v: &[f64], dtype: DType) -> Outcome {
+        let tensor = Tensor::from_f64s(dtype, &[v.len()], v);
+        Outcome {
+            target: String::new(),
+            config: Config::level(Level::Disable),
+            status: Status::Ok,
+            outputs: vec![NamedTensor { name: "y".into(), tensor }],
+            passes_fired: Vec::new(),
+            passes_ran: Vec::new(),
+            time_ms: 0.0,
+        }
+    }
+
+    fn class(unopt: &[f64], opt: &[f64], exact: &[f64]) -> Class {
+        let c = Classified { class: Class::Optimizer, note: String::new() };
+        let tol = Tolerance { atol: None, rtol: None, ulps: 2, steps: 1 };
+        let (u, o, e) = (run(unopt, DType::F32), run(opt, DType::F32), run(exact, DType::F64));
+        refine_float64(c, tol, &u, &o, &e).class
+    }
+
+    /// A review of a 30-minute campaign found ConvBNFusion and NchwcTransformer entries whose optimized result had
+    /// fewer elements beyond tolerance of the float64 values than the unoptimized one, but a max |diff| a little
+    /// larger elsewhere: rounding differently, filed as bugs. A result off by far more stays a bug.
+    #[test]
+    fn an_optimized_result_with_no_more_elements_off_the_float64_values_is_precision() {
+        let exact = [1.0, 2.0, 4.0];
+        let unopt = [1.0003, 2.0, 4.0];
+        // unoptimized: one element 3e-4 off (beyond 1e-5 + 1e-4·|x|); optimized: 3.5e-4 off where that is within
+        assert_eq!(class(&unopt, &[1.0, 2.0, 4.00035], &exact), Class::Precision);
+        // the optimized run farther off in as many elements, but of the same order: rounding
+        assert_eq!(class(&unopt, &[1.0, 2.0006, 4.0], &exact), Class::Precision);
+        // off by far more than rounding: a wrong rewrite
+        assert_eq!(class(&unopt, &[1.0, 2.5, 4.0], &exact), Class::Optimizer);
+        // more elements off, and farther: a wrong rewrite
+        assert_eq!(class(&unopt, &[1.0004, 2.0004, 4.0], &exact), Class::Optimizer);
     }
 }

@@ -99,7 +99,7 @@ impl<'w> Reproducer<'w> {
         let c = match self.semantic.as_mut() {
             Some(s) if c.class == Class::Optimizer && !classify::has_quantized_ops(&case.model) => {
                 match s.run_float64(&onnx::encode_model(&case.model), &case.feeds) {
-                    Ok(exact) => conditioning::refine_float64(c, unoptimized, optimized, &exact),
+                    Ok(exact) => conditioning::refine_float64(c, self.oracle.tolerance, unoptimized, optimized, &exact),
                     Err(_) => c,
                 }
             }
