@@ -138,11 +138,42 @@ pub fn has_quantized_ops(model: &crate::graph::Model) -> bool {
 /// Whether `g` or a control-flow body in it, however deep, holds a quantized op (a review found a quantized
 /// Loop body's documented x64 overflow filed as a bug: only the top level was looked at).
 fn has_quantized_nodes(g: &crate::graph::Graph) -> bool {
-    let quantized =
-        |op: &str| op.contains("Quantize") || op.starts_with("QLinear") || op.contains("Integer") || op == "QGemm";
-    g.node_ids()
-        .map(|id| g.node(id))
-        .any(|n| quantized(&n.op.name) || n.subgraphs().any(|(_, b)| has_quantized_nodes(b)))
+    g.node_ids().map(|id| g.node(id)).any(is_quantized)
+}
+
+/// A quantized op, or a control-flow node whose bodies hold one.
+fn is_quantized(n: &crate::graph::Node) -> bool {
+    let op = n.op.name.as_str();
+    op.contains("Quantize")
+        || op.starts_with("QLinear")
+        || op.contains("Integer")
+        || op == "QGemm"
+        || n.subgraphs().any(|(_, b)| has_quantized_nodes(b))
+}
+
+/// The graph outputs of `model` that no quantized op computes, directly or through what it feeds (a quantized
+/// branch beside a float one leaves the float outputs comparable with a float64 evaluation).
+pub fn outputs_without_quantized_ops(model: &crate::graph::Model) -> std::collections::HashSet<String> {
+    let g = &model.graph;
+    g.outputs
+        .iter()
+        .filter(|o| {
+            let (mut todo, mut seen) = (vec![(*o).clone()], std::collections::HashSet::new());
+            while let Some(v) = todo.pop() {
+                let Some(at) = g.producer(&v) else { continue };
+                if !seen.insert(at.node) {
+                    continue;
+                }
+                let n = g.node(at.node);
+                if is_quantized(n) {
+                    return false;
+                }
+                todo.extend(n.reads().iter().cloned());
+            }
+            true
+        })
+        .cloned()
+        .collect()
 }
 
 /// A class and why.
@@ -429,6 +460,12 @@ mod tests {
         assert!(has_quantized_ops(&m), "quantized");
         assert!(has_half_floats(&m), "half");
         assert!(!has_quantized_ops(&Model::new(Graph::new("empty"))));
+        assert!(outputs_without_quantized_ops(&m).is_empty());
+        // a float branch beside a quantized one stays comparable
+        let mut g = m.graph.clone();
+        g.add_node(Node::new("relu", OpId::onnx("Relu"), vec!["c".into()], vec!["r".into()])).unwrap();
+        g.add_output("r", TensorType::new(DType::Bool, &[]));
+        assert_eq!(outputs_without_quantized_ops(&Model::new(g)), ["r".to_string()].into());
     }
 
     #[test]

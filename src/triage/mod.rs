@@ -6,7 +6,7 @@
 pub mod classify;
 pub mod conditioning;
 pub mod dd;
-mod enablers;
+pub mod enablers;
 pub mod fresh;
 mod load;
 pub mod reduce;

@@ -97,9 +97,13 @@ impl<'w> Reproducer<'w> {
         };
         // a float result as close to the exact (float64) values as the unoptimized one only rounds differently
         let c = match self.semantic.as_mut() {
-            Some(s) if c.class == Class::Optimizer && !classify::has_quantized_ops(&case.model) => {
+            Some(s) if c.class == Class::Optimizer => {
+                let comparable = classify::outputs_without_quantized_ops(&case.model);
                 match s.run_float64(&onnx::encode_model(&case.model), &case.feeds) {
-                    Ok(exact) => conditioning::refine_float64(c, self.oracle.tolerance, unoptimized, optimized, &exact),
+                    Ok(exact) => {
+                        let tol = self.oracle.tolerance;
+                        conditioning::refine_float64(c, tol, unoptimized, optimized, &exact, &comparable)
+                    }
                     Err(_) => c,
                 }
             }
