@@ -212,7 +212,7 @@ mod tests {
     /// The review of a 30-minute campaign found one root cause filed twice: MatMul_BatchNormalization_Fusion's
     /// error (a returned Transpose output removed) and wrong result (a returned Reshape output batch-normalized),
     /// both minimized to MatMul, Reshape, Transpose, BatchNormalization; #25001 with and without a zero point;
-    /// LayerNormFusion at levels 1 and 2; EmbedLayerNormFusion's removed value read by a node or returned.
+    /// LayerNormFusion at levels 1 and 2; but not GemmTransposeFusion's two ways of losing a value.
     #[test]
     fn one_root_cause_across_symptoms_reports_and_levels_is_one_entry() {
         let ops = |v: &[&str]| Evidence { known: None, ops: Some(v.iter().map(|s| s.to_string()).collect()) };

@@ -134,14 +134,16 @@ fn float_error(run: &Outcome, exact: &Outcome, tol: Tolerance, only: &[usize]) -
     Some((worst, beyond))
 }
 
-/// How much larger than the unoptimized run's error the optimized one's may be when it has no more elements beyond
-/// tolerance of the exact values: rounding differently (another summation order) moves the worst element, a wrong
-/// rewrite is off by far more.
+/// How much larger than the unoptimized run's error against the exact values the optimized one's may be and still be
+/// rounding: another summation order (a folded BatchNormalization, a blocked convolution) moves the worst element
+/// by a small factor, a wrong rewrite is off by far more (a review found ConvBNFusion entries 1.5 times the
+/// unoptimized error, with one more element beyond float32's tolerance, filed as bugs).
 const SAME_ORDER: f64 = 4.0;
 
-/// Precision against float64: an `optimizer` inconsistency whose differing outputs are all floats, and whose
-/// optimized result is no farther from the model evaluated in float64 (`exact`) than the unoptimized result, is
-/// `precision`: the rewrite rounds differently (summation order, a fused kernel), it does not compute wrongly.
+/// Precision against float64: an `optimizer` inconsistency whose differing outputs are all floats computed by no
+/// quantized op (`comparable`), and whose optimized result is off the model evaluated in float64 (`exact`) by at
+/// most [`SAME_ORDER`] times the unoptimized result's error, is `precision`: the rewrite rounds differently
+/// (summation order, a fused kernel), it does not compute wrongly.
 pub fn refine_float64(
     c: Classified,
     tol: Tolerance,
@@ -171,11 +173,11 @@ pub fn refine_float64(
         return c;
     }
     match (float_error(unoptimized, exact, tol, &differing), float_error(optimized, exact, tol, &differing)) {
-        (Some((u, ub)), Some((o, ob))) if o <= u || (ob <= ub && o <= SAME_ORDER * u) => Classified {
+        (Some((u, ub)), Some((o, ob))) if o <= SAME_ORDER * u => Classified {
             class: Class::Precision,
             note: format!(
-                "{}; against the model evaluated in float64 the optimized result is no farther off (max |diff| \
-                 {o:.3e}, {ob} elements beyond tolerance) than the unoptimized one ({u:.3e}, {ub}): it rounds \
+                "{}; against the model evaluated in float64 the optimized result is off by the same order (max \
+                 |diff| {o:.3e}, {ob} elements beyond tolerance) as the unoptimized one ({u:.3e}, {ub}): it rounds \
                  differently, it does not compute wrongly",
                 c.note
             ),
@@ -209,9 +211,9 @@ mod tests {
         refine_float64(c, tol, &u, &o, &e, &["y".to_string()].into()).class
     }
 
-    /// A review of a 30-minute campaign found ConvBNFusion and NchwcTransformer entries whose optimized result had
-    /// fewer elements beyond tolerance of the float64 values than the unoptimized one, but a max |diff| a little
-    /// larger elsewhere: rounding differently, filed as bugs. A result off by far more stays a bug.
+    /// A review of a 30-minute campaign found ConvBNFusion and NchwcTransformer entries whose optimized result was
+    /// off the float64 values by a little more than the unoptimized one: rounding differently, filed as bugs. A
+    /// result off by far more stays a bug.
     #[test]
     fn an_optimized_result_with_no_more_elements_off_the_float64_values_is_precision() {
         let exact = [1.0, 2.0, 4.0];
@@ -222,8 +224,9 @@ mod tests {
         assert_eq!(class(&unopt, &[1.0, 2.0006, 4.0], &exact), Class::Precision);
         // off by far more than rounding: a wrong rewrite
         assert_eq!(class(&unopt, &[1.0, 2.5, 4.0], &exact), Class::Optimizer);
-        // more elements off, and farther: a wrong rewrite
-        assert_eq!(class(&unopt, &[1.0004, 2.0004, 4.0], &exact), Class::Optimizer);
+        // more elements off, a little farther: rounding; far more: a wrong rewrite
+        assert_eq!(class(&unopt, &[1.0004, 2.0004, 4.0], &exact), Class::Precision);
+        assert_eq!(class(&unopt, &[1.0004, 2.005, 4.0], &exact), Class::Optimizer);
         // an output a quantized op computes is not compared with a float64 evaluation
         let (c, tol) = (Classified { class: Class::Optimizer, note: String::new() }, Tolerance::default());
         let (u, o, e) = (run(&unopt, DType::F32), run(&[1.0, 2.0, 4.00035], DType::F32), run(&exact, DType::F64));
