@@ -299,7 +299,10 @@ fn print_summary(s: &campaign::Summary) {
     );
     for (kind, [tests, fired, found]) in &st.variations {
         let near = tests - fired;
-        println!("  variation {kind:<7} {tests} tests, target pass fired in {fired} ({near} near misses), {found} with findings");
+        println!(
+            "  variation {kind:<7} {tests} tests, target pass fired in {fired} ({near} near misses), {found} with \
+             findings"
+        );
     }
     println!(
         "  findings          {} raw, {} coarse signatures, {} source keys: {} kept as directories, {} counted",

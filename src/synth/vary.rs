@@ -150,8 +150,8 @@ pub(super) fn retyped(p: &Pattern, tag: u64) -> Option<Pattern> {
     })
 }
 
-/// Whether every integer Div or Mod of `g` divides by a nonzero constant or by a pattern input (which the splice feeds
-/// a fresh input kept nonzero, `ports::range_sensitive`): an inner value may be zero (a device run of 170,000
+/// Whether every integer Div or Mod of `g` divides by a nonzero constant or by a pattern input (which the splice
+/// feeds a fresh input kept nonzero, `ports::range_sensitive`): an inner value may be zero (a device run of 170,000
 /// tests had 340 integer divisions by zero from dtype variants, all invalid tests).
 fn divisors_in_range(g: &Graph, types: &HashMap<String, TensorType>) -> bool {
     g.node_ids().map(|id| g.node(id)).filter(|n| matches!(n.op.name.as_str(), "Div" | "Mod")).all(|n| {
