@@ -67,6 +67,21 @@ fn pass_class(p: &str) -> &str {
     p.strip_suffix("L1").or_else(|| p.strip_suffix("L2")).unwrap_or(p)
 }
 
+/// Whether the entry `rec` and the new triage `t` (of `target`) are optimizer bugs whose key passes meet: the
+/// first key of [`related`], cheap (no file read).
+fn passes_meet(rec: &BugRecord, target: &str, t: &Triaged) -> bool {
+    let e = &rec.triage;
+    if t.class != Class::Optimizer || e.class != Class::Optimizer || rec.target != target {
+        return false;
+    }
+    if e.culprits.is_empty() || t.culprits.is_empty() {
+        return false;
+    }
+    let theirs = key_passes(e);
+    let key: Vec<&str> = theirs.iter().map(|p| pass_class(p)).collect();
+    key_passes(t).iter().any(|p| key.contains(&pass_class(p)))
+}
+
 /// Whether the entry `rec` and the new triage `t` (of `target`, `symptom`) are one optimizer bug; `theirs` and
 /// `ours` are the entries' [`Evidence`].
 pub fn related(
@@ -78,14 +93,7 @@ pub fn related(
     ours: &Evidence,
 ) -> bool {
     let e = &rec.triage;
-    if t.class != Class::Optimizer || e.class != Class::Optimizer || rec.target != target {
-        return false;
-    }
-    if e.culprits.is_empty() || t.culprits.is_empty() {
-        return false;
-    }
-    let key: Vec<String> = key_passes(e).iter().map(|p| pass_class(p).to_string()).collect();
-    if !key_passes(t).iter().any(|p| key.iter().any(|k| k == pass_class(p))) {
+    if !passes_meet(rec, target, t) {
         return false;
     }
     // the second key: how it fails. Wrong values carry none (two wrong-result bugs sharing a pass are not
@@ -108,7 +116,9 @@ pub fn find(folder: &Path, target: &str, symptom: Symptom, t: &Triaged, ours: &E
     for entry in std::fs::read_dir(folder).ok()?.filter_map(|e| e.ok()) {
         let Some(rec) = read(&entry.path()) else { continue };
         let sig = entry.file_name().to_string_lossy().to_string();
+        // an entry's model is read only when the passes meet
         if sig != t.signature
+            && passes_meet(&rec, target, t)
             && related(&rec, target, symptom, t, &Evidence::of_entry(&entry.path(), &rec), ours)
             && best.as_ref().is_none_or(|(n, _)| rec.findings.len() > *n)
         {

@@ -128,14 +128,14 @@ pub(super) fn retyped(p: &Pattern, tag: u64) -> Option<Pattern> {
         let consumers = |g: &Graph, v: &str| -> Vec<String> {
             g.consumers(v).iter().map(|(id, _)| g.node(*id).op.name.clone()).collect()
         };
-        let types: Vec<(usize, TensorType)> = q
+        let port_types: Vec<(usize, TensorType)> = q
             .meta
             .inputs
             .iter()
             .enumerate()
             .filter_map(|(k, port)| Some((k, q.model.graph.tensor_type(&port.name)?)))
             .collect();
-        for (k, ty) in types {
+        for (k, ty) in port_types {
             let readers = consumers(&q.model.graph, &q.meta.inputs[k].name);
             q.meta.inputs[k].abstract_ty = abstract_type(&ty, &readers.iter().map(String::as_str).collect::<Vec<_>>());
             q.meta.inputs[k].ty = ty;
