@@ -257,3 +257,22 @@ fn ort_layer_norm_of_equal_values_is_ill_conditioned_precision() {
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
     assert!(bug["triage"]["class_note"].as_str().unwrap().contains("ill-conditioned"), "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 71, left in `undecided/` and `nonfinite/` in review): NoopElimination removes
+/// `Add(m, +0)`, which is not a no-op at m = -0; `x / m` then gives -inf for +inf. onnx.reference cannot run
+/// the whole model (an unrelated com.microsoft FusedConv output), so the output that differs is judged on the
+/// part of the model that computes it; an infinity of the other sign is a wrong result, not a NaN/Inf difference.
+#[test]
+fn ort_noop_elimination_of_adding_zero_to_negative_zero_is_an_optimizer_bug() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/oatest-findings/noop-negative-zero");
+    let dir = tempfile::tempdir().unwrap();
+    let model = std::fs::read(data.join("model.onnx")).unwrap();
+    let args = ["--inputs", data.to_str().unwrap(), "--config", "disable", "--config", "all"];
+    let bug = reduce(dir.path(), &model, "ort", &args);
+    assert_eq!(bug["symptom"], "inconsistency", "{bug}");
+    assert_eq!(bug["triage"]["culprits"], serde_json::json!(["NoopElimination"]), "{bug}");
+    assert_eq!(bug["triage"]["class"], "optimizer", "{bug}");
+    let reduced = onnx::load(&dir.path().join("bug/model.onnx")).unwrap();
+    let ops: Vec<String> = reduced.graph.node_ids().map(|id| reduced.graph.node(id).op.name.clone()).collect();
+    assert!(!ops.contains(&"FusedConv".to_string()), "the unrelated output is reduced away: {ops:?}");
+}

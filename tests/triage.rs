@@ -311,3 +311,74 @@ fn a_bug_seen_with_several_culprit_sets_is_one_entry() {
     let index = std::fs::read_to_string(out.join("bugs/README.md")).unwrap();
     assert!(index.contains("(and 1 other culprit set)"), "{index}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 71, left `unattributed` in review): LayerNormFusionL1 fuses a layer normalization
+/// whose scale broadcasts the input ([1,1,1] by [3]) and the kernel refuses it. Disabling it, SimplifiedLayer-
+/// NormFusion (which never fired before) fuses the same nodes and fails on its own node: the configuration with
+/// every fired pass off cannot run, so the search goes on among every pass that runs and names LayerNormFusionL1.
+#[test]
+fn a_culprit_whose_disabling_lets_a_shadowed_pass_fail_is_still_named() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/oatest-findings/layernorm-broadcast-scale");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bug");
+    let model = data.join("model.onnx");
+    // at `basic` the shadowed pass stays quiet; at `all` it takes over
+    let args = ["reduce", model.to_str().unwrap(), "--target", "ort", "--inputs", data.to_str().unwrap()];
+    let levels = ["--config", "disable", "--config", "all", "--out", out.to_str().unwrap()];
+    let o = oatest(&[&args[..], &levels[..]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bug = json(&out.join("bug.json"));
+    let t = &bug["triage"];
+    assert_eq!(bug["symptom"], "error", "{bug}");
+    assert_eq!(t["class"], "optimizer", "{bug}");
+    assert_eq!(set(&t["culprits"]), BTreeSet::from(["LayerNormFusionL1".to_string()]), "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 71, two entries in review): DivMulFusion rewrites the int64 `x * (1 / y)` as
+/// `x / y`, which truncates differently (5 * (1 / 2) = 0, 5 / 2 = 2). Returned, that is a wrong result; used as
+/// a Gather index, the kernel refuses it. One root cause, one entry: the error is keyed as the wrong value its
+/// failing node reads.
+#[test]
+fn an_error_on_a_value_the_culprit_computes_wrong_is_that_wrong_results_entry() {
+    use oatest::graph::{DType, Graph, Model, Node, OpId, Tensor, TensorType};
+    let i64s = |d: &[usize]| TensorType::new(DType::I64, d);
+    let node = |name: &str, op: &str, ins: &[&str], out: &str| {
+        Node::new(name, OpId::onnx(op), ins.iter().map(|s| s.to_string()).collect(), vec![out.to_string()])
+    };
+    let model = |gather: bool| {
+        let mut g = Graph::new("div_mul");
+        g.add_input("x", i64s(&[1, 1]));
+        g.add_input("y", i64s(&[1, 1]));
+        g.add_initializer("one", Tensor::from_i64(&[1], &[1]));
+        g.add_node(node("div", "Div", &["one", "y"], "q")).unwrap();
+        g.add_node(node("mul", "Mul", &["x", "q"], "index")).unwrap();
+        if gather {
+            g.add_initializer("rows", Tensor::from_f32(&[2, 4], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]));
+            g.add_node(node("gather", "Gather", &["rows", "index"], "row")).unwrap();
+            g.add_output("row", TensorType::new(DType::F32, &[1, 1, 4]));
+        } else {
+            g.add_output("index", i64s(&[1, 1]));
+        }
+        onnx::encode_model(&Model::new(g))
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = dir.path().join("inputs");
+    std::fs::create_dir_all(&inputs).unwrap();
+    std::fs::write(inputs.join("input_0.pb"), onnx::encode_tensor("x", &Tensor::from_i64(&[1, 1], &[5]))).unwrap();
+    std::fs::write(inputs.join("input_1.pb"), onnx::encode_tensor("y", &Tensor::from_i64(&[1, 1], &[2]))).unwrap();
+    let mut signatures = Vec::new();
+    for (gather, symptom) in [(false, "inconsistency"), (true, "error")] {
+        let path = dir.path().join(format!("m{gather}.onnx"));
+        std::fs::write(&path, model(gather)).unwrap();
+        let out = dir.path().join(format!("bug{gather}"));
+        let args = ["reduce", path.to_str().unwrap(), "--target", "ort", "--inputs", inputs.to_str().unwrap()];
+        let o = oatest(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let bug = json(&out.join("bug.json"));
+        assert_eq!(bug["symptom"], symptom, "{bug}");
+        assert_eq!(bug["triage"]["class"], "optimizer", "{bug}");
+        assert_eq!(set(&bug["triage"]["culprits"]), BTreeSet::from(["DivMulFusion".to_string()]), "{bug}");
+        signatures.push(bug["triage"]["signature"].as_str().unwrap().to_string());
+    }
+    assert_eq!(signatures[0], signatures[1], "one root cause, one entry");
+}

@@ -2,6 +2,13 @@
 //! Bisection first (FLiT's BisectAll: O(k log n) runs when culprits are found one by one), ddmin when the
 //! passes interact so that bisection's assumptions fail, and a final check of the answer.
 
+/// Why the search gave up: the symptom shows with every fired pass disabled (a pass that never reported firing
+/// causes it).
+pub const SHOWN_WITH_NONE: &str = "the symptom appears with no fired pass enabled: not caused by these passes";
+/// Why the search gave up: with every fired pass disabled the model fails another way (a pass that never fired
+/// before, shadowed by a culprit, takes its place and breaks it).
+pub const NONE_CANNOT_RUN: &str = "the configuration with every fired pass disabled cannot be run";
+
 /// What one probe run showed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Probe {
@@ -55,10 +62,8 @@ pub fn culprits(fired: &[String], test: &mut dyn FnMut(&[String]) -> Probe) -> C
         return unresolved(&c, "the symptom does not reproduce with every fired pass enabled");
     }
     match c.probe(&[]) {
-        Probe::Symptom => {
-            return unresolved(&c, "the symptom appears with no fired pass enabled: not caused by these passes")
-        }
-        Probe::Unresolved => return unresolved(&c, "the configuration with every fired pass disabled cannot be run"),
+        Probe::Symptom => return unresolved(&c, SHOWN_WITH_NONE),
+        Probe::Unresolved => return unresolved(&c, NONE_CANNOT_RUN),
         Probe::Clean => {}
     }
     if let Some(found) = bisect_all(fired, &mut c) {

@@ -3,11 +3,13 @@
 //! the bug signature. What it learned is handed to a [`Filer`]: the report floor (`crate::report`) writes the
 //! entry's directory; triage itself writes only the finding's triage.json.
 
+pub mod behind;
 pub mod classify;
 pub mod conditioning;
 pub mod dd;
 pub mod enablers;
 pub mod fresh;
+pub mod holds;
 mod load;
 pub mod reduce;
 mod reduce_cf;
@@ -242,7 +244,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         _ => None,
     };
     let max_diff = verdict.as_ref().and_then(|v| v.max_diff);
-    let (class, class_note) = class_of(r, &case, &c, confirmed, reference.as_ref(), shown.as_ref());
+    let (class, mut class_note) = class_of(r, &case, &c, confirmed, reference.as_ref(), shown.as_ref());
     let enablers =
         if confirmed || r.raised_in().is_some() { r.split_enablers(&case, &culprits).enablers } else { vec![] };
     let detail = match (verdict, &shown) {
@@ -252,7 +254,15 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     };
     // the faulty passes identify the bug, not the enablers that let its pattern appear
     let faulty = Culprits { passes: culprits.iter().filter(|p| !enablers.contains(p)).cloned().collect(), ..c.clone() };
-    let signature = signature(&r.finding, &faulty, &detail, class);
+    let mut signature = signature(&r.finding, &faulty, &detail, class);
+    // a kernel refusing what the culprits computed wrong is that wrong result's entry
+    if class == Class::Optimizer {
+        if let Some(wrong) = behind::wrong_value(r, &case, &faulty.passes, &detail) {
+            class_note = format!("{class_note}; the error's node reads a value the culprits compute wrong: {wrong}");
+            let (target, config) = (&r.finding.target, r.finding.config.to_string());
+            signature = crate::finding::signature::bug(target, Symptom::Inconsistency, &faulty.passes, &config, "");
+        }
+    }
     let t = Triaged {
         signature,
         class,
