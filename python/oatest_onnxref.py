@@ -7,7 +7,8 @@ documented (ORT's docs/ContribOperators.md) are defined here in numpy, in float3
 QuantizeLinear/DequantizeLinear (the ONNX ops' meaning), Gelu, BiasGelu, FastGelu, FusedMatMul, QLinearAdd.
 Any other unknown op makes the evaluator fail, and triage calls the inconsistency undecided. An ONNX op that
 onnx.reference implements only from a later version (DequantizeLinear before 19) is evaluated by that version where
-its meaning is the same on every input the older schema allows (OLDER_FORMS).
+its meaning is the same on every input the older schema allows (OLDER_FORMS). Loop is evaluated as the ONNX
+specification says where onnx.reference does not (an omitted condition, scan outputs of rank 2 and more).
 
 `run(model_bytes, inputs, widen_half=False, approximate=(), in_float64=False)`: inputs and outputs are serialized
 ONNX TensorProtos. With `in_float64`, every float tensor (float32, float16, bfloat16) is float64 instead, the
@@ -36,6 +37,7 @@ import onnx
 from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops.op_loop import Loop as _OnnxLoop
 
 _MS = "com.microsoft"
 _ERF = np.vectorize(math.erf, otypes=[np.float64])
@@ -135,6 +137,40 @@ CONTRIB_OPS = [DequantizeLinear, QuantizeLinear, Gelu, BiasGelu, FastGelu, Fused
 # ONNX ops that onnx.reference implements only from a later version than a model may import, each with the first
 # version it has and the earliest one whose meaning that implementation keeps on every input the older schema
 # allows: DequantizeLinear-10 and -13 (per-tensor, and per-axis from 13) are DequantizeLinear-19 without float8.
+class Loop(_OnnxLoop):
+    """ONNX Loop as the specification says where onnx.reference (1.19) does not: an omitted `cond` input means
+    true (onnx.reference ran no iteration and then failed, "need at least one array to concatenate"), and each
+    scan output stacks its per-iteration values along a new first axis (np.vstack merged the first axes of values
+    of rank 2 and more, and gave [n, 1] for scalars)."""
+
+    def _run(self, M, cond, *args, context=None, body=None, attributes=None):
+        body = self.body
+        names = body.input_names
+        inputs = dict.fromkeys(names)
+        if context is not None:
+            inputs.update(context)
+        for name, value in zip(names[2:], args):
+            inputs[name] = value
+        cond = np.array(True) if cond is None else cond
+        stacked = [[] for _ in range(self.K)]
+        outputs, it = None, 0
+        while bool(cond) and (M is None or it < M):
+            if names and names[0]:
+                inputs[names[0]] = np.array(it, dtype=None if M is None else M.dtype)
+            if len(names) > 1 and names[1]:
+                inputs[names[1]] = cond
+            outputs = self._run_body(inputs, attributes=attributes)
+            for k in range(self.K):
+                stacked[k].append(outputs[-self.K + k])
+            cond = outputs[self.output_index[body.output_names[0]]]
+            for i, o in zip(names[2:], body.output_names[1:]):
+                inputs[i] = outputs[self.output_index[o]]
+            it += 1
+        carried = [inputs[i] for i in names[2:]] if outputs is None else list(outputs[1 : 1 + self.N])
+        scans = [np.stack(values) if values else np.empty((0,)) for values in stacked]
+        return self._check_and_fix_outputs(tuple(carried + scans))
+
+
 OLDER_FORMS = {"DequantizeLinear": (19, 10)}
 
 
@@ -209,7 +245,7 @@ def _ops(approximate) -> list:
     if unknown:
         raise ValueError(f"unknown approximation {unknown} (known: {sorted(APPROXIMATIONS)})")
     # the evaluator takes the first class of a name: the approximations come first
-    return [cls for a in approximate for cls in APPROXIMATIONS[a]] + CONTRIB_OPS
+    return [cls for a in approximate for cls in APPROXIMATIONS[a]] + CONTRIB_OPS + [Loop]
 
 
 def version() -> str:

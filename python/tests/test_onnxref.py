@@ -195,3 +195,31 @@ def test_an_op_older_than_any_listed_form_is_still_an_error():
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 1)], ir_version=3).SerializeToString()
     r = ref.run(m, [nh.from_array(X, "x").SerializeToString()])
     assert r["status"] == "error" and "Reshape" in r["message"]
+
+
+def test_loop_without_a_condition_runs_its_trip_count_and_stacks_scan_outputs_on_a_new_axis():
+    # onnx.reference 1.19 read an omitted `cond` as false (no iteration, then "need at least one array to
+    # concatenate": a DivMulFusion bug inside a Loop stayed undecided) and merged axes of 2-D scan outputs
+    body = h.make_graph(
+        [h.make_node("Identity", ["cond"], ["cond_out"]), h.make_node("Add", ["v", "x"], ["v_out"]),
+         h.make_node("Mul", ["x", "v_out"], ["scan"])],
+        "body",
+        [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond", T.BOOL, []),
+         h.make_tensor_value_info("v", T.FLOAT, [3, 4])],
+        [h.make_tensor_value_info("cond_out", T.BOOL, []), h.make_tensor_value_info("v_out", T.FLOAT, [3, 4]),
+         h.make_tensor_value_info("scan", T.FLOAT, [3, 4])],
+    )
+    trips = nh.from_array(np.array(2, np.int64), "trips")
+    node = h.make_node("Loop", ["trips", "", "x"], ["v_final", "scans"], body=body)
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.FLOAT, [3, 4])],
+                     [h.make_tensor_value_info("v_final", T.FLOAT, [3, 4]),
+                      h.make_tensor_value_info("scans", T.FLOAT, [2, 3, 4])], [trips])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    r = ref.run(m.SerializeToString(), [nh.from_array(X, "x").SerializeToString()])
+    assert r["status"] == "ok", r["message"]
+    final, scans = (nh.to_array(onnx.load_tensor_from_string(o)) for o in r["outputs"])
+    np.testing.assert_allclose(final, 3 * X, rtol=1e-6)
+    assert scans.shape == (2, 3, 4)
+    np.testing.assert_allclose(scans, np.stack([X * 2 * X, X * 3 * X]), rtol=1e-6)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(sess.run(None, {"x": X})[1], scans, rtol=1e-6)

@@ -94,7 +94,23 @@ const FAMILIES: &[(&str, &[&str])] = &[
             "IsTensor() was false. Trying to get a Tensor, but got: (null)",
         ],
     ),
+    // a rewrite that leaves a node with element types no kernel takes, reported by whichever op holds them (the
+    // ONNX QLinearConv, or the com.microsoft one NhwcTransformer made of it)
+    ("a node whose element types no kernel implements", &["Failed to find kernel for "]),
 ];
+
+/// The value a "lost value" error names (a node's input nothing defines, an output nothing produces: the first two
+/// [`FAMILIES`]), when the message names one.
+pub fn lost_value(msg: &str) -> Option<&str> {
+    let inner = innermost(msg);
+    if !FAMILIES[..2].iter().any(|(_, forms)| forms.iter().any(|f| inner.contains(f))) {
+        return None;
+    }
+    if let Some(rest) = inner.split("Missing Input: ").nth(1) {
+        return rest.split_whitespace().next();
+    }
+    inner.split('\'').nth(1).filter(|v| !v.is_empty())
+}
 
 fn family(msg: &str) -> Option<&'static str> {
     FAMILIES.iter().find(|(_, forms)| forms.iter().any(|f| msg.contains(f))).map(|(name, _)| *name)
@@ -221,6 +237,19 @@ mod tests {
             onnxruntime::logging::Logger&) Node's: p1202201_div_2 input: p1194856_cast_0_output is not If node's input \
             or previous node output in this subgraph\n";
         assert_eq!(normalize(top), normalize(body));
+        assert_eq!(lost_value(top), Some("p21160_cast_1_output"));
+        assert_eq!(lost_value(body), Some("p1404744_add_3"));
+        assert_eq!(lost_value("Node (n_1) Op (Gemm) type mismatch"), None);
+        let kernel = |op: &str, domain: &str| {
+            format!(
+                "Failed to find kernel for {op}(1) (node:'q_1' ep:'CPUExecutionProvider'). Op with name (q_1) domain \
+                 ({domain}) and type (QLinearConv) kernel is not supported in CPUExecutionProvider."
+            )
+        };
+        assert_eq!(
+            error_kind(&kernel("com.microsoft.QLinearConv", "com.microsoft")),
+            error_kind(&kernel("QLinearConv", ""))
+        );
         assert_eq!(normalize(top), normalize(inline));
         assert_eq!(error_kind(top), error_kind(inline));
         let output = "the session was created, but output 's467080_cf0' came back without a value or type information";

@@ -30,10 +30,8 @@ impl Filer for Entries {
     ) -> anyhow::Result<(PathBuf, bool)> {
         let upstream = self.labeler.label(r, t, m);
         // one bug seen with another culprit set joins its entry
-        let ours = super::related::Evidence {
-            known: upstream.known.as_ref().map(|k| k.link.clone()),
-            ops: (r.finding.target != "tvm").then(|| super::related::ops_of(&m.case.model.graph)),
-        };
+        let model = (r.finding.target != "tvm").then_some(&m.case.model);
+        let ours = super::related::Evidence::of(model, &t.detail, upstream.known.as_ref().map(|k| k.link.clone()));
         if let Some(sig) = super::related::find(folder, &r.finding.target, r.finding.symptom, t, &ours) {
             let note =
                 format!("filed with {sig}: one root cause, passes {}", super::related::key_passes(t).join(" + "));

@@ -13,8 +13,10 @@
 //! Across symptoms and failure kinds (a review found MatMul_BatchNormalization_Fusion's error and wrong result,
 //! or the int32 QuantizeLinear of #25001 with and without a zero point, filed twice), two entries whose key
 //! passes meet are one bug when both match one upstream report, or when their minimized models hold the same ops
-//! ([`Evidence`]). A node reading a removed value and an output nobody produces any more stay two failure kinds:
-//! as one, GemmTransposeFusion's lost input edge joined its skipped graph-output check, two bugs.
+//! ([`Evidence`]). A node reading a removed value and an output nobody produces any more are one failure when the
+//! value's producer in the minimized models is of one op type (EmbedLayerNormFusion removing the embedding-sum Add
+//! that a node, or the graph, still reads), else two kinds: as one, GemmTransposeFusion's lost input edge (an
+//! Identity's output) joined its skipped graph-output check (the Gemm's own output), two bugs.
 
 use super::record::BugRecord;
 use crate::finding::signature::error_kind;
@@ -43,14 +45,33 @@ pub fn key_passes(t: &Triaged) -> Vec<String> {
 pub struct Evidence {
     pub known: Option<String>,
     pub ops: Option<Vec<String>>,
+    /// For an error that names a lost value (a node reads it, or an output was, but nothing produces it any more):
+    /// the op type that produced it in the minimized model (the node the pass removed but should have kept).
+    pub lost: Option<String>,
 }
 
 impl Evidence {
+    /// The evidence of a minimized `model` that fails with `detail`, whose upstream report is `known`.
+    pub fn of(model: Option<&crate::graph::Model>, detail: &str, known: Option<String>) -> Evidence {
+        let lost = crate::finding::signature::lost_value(detail).and_then(|v| producer_op(&model?.graph, v));
+        Evidence { known, ops: model.map(|m| ops_of(&m.graph)), lost }
+    }
+
     /// The evidence of the entry in `dir`: its bug.json's known report, its model.onnx's ops.
     fn of_entry(dir: &Path, rec: &BugRecord) -> Evidence {
-        let ops = crate::graph::onnx::load(&dir.join("model.onnx")).ok().map(|m| ops_of(&m.graph));
-        Evidence { known: rec.upstream.known.as_ref().map(|k| k.link.clone()), ops }
+        let model = crate::graph::onnx::load(&dir.join("model.onnx")).ok();
+        Evidence::of(model.as_ref(), &rec.triage.detail, rec.upstream.known.as_ref().map(|k| k.link.clone()))
     }
+}
+
+/// The op type of the node of `g` (or of a body in it, however deep) that produces `value`.
+fn producer_op(g: &crate::graph::Graph, value: &str) -> Option<String> {
+    if let Some(at) = g.producer(value) {
+        return Some(g.node(at.node).op.name.clone());
+    }
+    g.node_ids()
+        .flat_map(|id| g.node(id).subgraphs().map(|(_, b)| b).collect::<Vec<_>>())
+        .find_map(|b| producer_op(b, value))
 }
 
 /// The op types of `g`'s nodes, sorted, with repeats.
@@ -104,10 +125,12 @@ pub fn related(
             Symptom::Crash => crate::triage::crash_kind(&e.detail) == crate::triage::crash_kind(&t.detail),
             Symptom::Inconsistency | Symptom::Hang => false,
         };
-    // across symptoms: one upstream report, or the same minimized ops
+    // across symptoms: one upstream report, or the same minimized ops; across the two ways of losing a value
+    // (a node still reads it, an output still names it): the same removed producer
     let one_report = ours.known.is_some() && ours.known == theirs.known;
     let same_ops = ours.ops.is_some() && ours.ops == theirs.ops;
-    same_failure || one_report || same_ops
+    let same_lost = ours.lost.is_some() && ours.lost == theirs.lost;
+    same_failure || one_report || same_ops || same_lost
 }
 
 /// The signature of an entry in `folder` related to `t`, when there is one (the one with the most findings).
@@ -178,7 +201,7 @@ mod tests {
         }
     }
 
-    const NONE: Evidence = Evidence { known: None, ops: None };
+    const NONE: Evidence = Evidence { known: None, ops: None, lost: None };
 
     const MISSING: &str =
         "Invalid model. Node input 'a_1' is not a graph input, initializer, or output of a previous node.";
@@ -225,7 +248,7 @@ mod tests {
     /// LayerNormFusion at levels 1 and 2; but not GemmTransposeFusion's two ways of losing a value.
     #[test]
     fn one_root_cause_across_symptoms_reports_and_levels_is_one_entry() {
-        let ops = |v: &[&str]| Evidence { known: None, ops: Some(v.iter().map(|s| s.to_string()).collect()) };
+        let ops = |v: &[&str]| Evidence { ops: Some(v.iter().map(|s| s.to_string()).collect()), ..NONE };
         let bn = ["BatchNormalization", "MatMul", "Reshape", "Transpose"];
         let error = record(triaged(&["MatMul_BatchNormalization_Fusion"], &[], "output 't' came back without a value"));
         let wrong = triaged(&["MatMul_BatchNormalization_Fusion"], &[], "output 'r'[3]: expected 3.3, got 16.5");
@@ -234,7 +257,7 @@ mod tests {
         assert!(!related(&error, "ort", Symptom::Inconsistency, &wrong, &ops(&bn), &ops(&bn[1..])));
         assert!(!related(&error, "ort", Symptom::Inconsistency, &wrong, &NONE, &NONE));
         // one upstream report, two messages
-        let link = |l: &str| Evidence { known: Some(l.into()), ops: None };
+        let link = |l: &str| Evidence { known: Some(l.into()), ..NONE };
         let zp = record(triaged(&["QDQPropagationTransformer"], &[], "Type 'tensor(int32)' of input parameter"));
         let no_zp = triaged(&["QDQPropagationTransformer"], &[], "Could not find an implementation for QuantizeLinear");
         assert!(related(&zp, "ort", Symptom::Error, &no_zp, &link("u/25001"), &link("u/25001")));
@@ -250,5 +273,42 @@ mod tests {
         let returned = record(triaged(&["GemmTransposeFusion"], &[], "output 'a' came back without a value"));
         let read = triaged(&["GemmTransposeFusion"], &[], MISSING);
         assert!(!related(&returned, "ort", Symptom::Error, &read, &NONE, &NONE));
+        // ... unless the lost value's producer is of one op type in both minimized models (EmbedLayerNormFusion's
+        // embedding-sum Add, read by a Cast in one model and returned in the other)
+        let lost = |op: &str| Evidence { lost: Some(op.into()), ..NONE };
+        assert!(related(&returned, "ort", Symptom::Error, &read, &lost("Add"), &lost("Add")));
+        assert!(!related(&returned, "ort", Symptom::Error, &read, &lost("Gemm"), &lost("Identity")));
+    }
+
+    #[test]
+    fn a_lost_values_producer_is_found_in_bodies_too() {
+        use crate::graph::{Attr, DType, Graph, Model, Node, OpId, TensorType};
+        let mut body = Graph::new("body");
+        body.add_input("x", TensorType::new(DType::F32, &[1]));
+        body.add_node(Node::new("a", OpId::onnx("Add"), vec!["x".into(), "x".into()], vec!["sum".into()])).unwrap();
+        body.add_output("sum", TensorType::new(DType::F32, &[1]));
+        let mut g = Graph::new("g");
+        g.add_input("c", TensorType::new(DType::Bool, &[]));
+        let node = Node::new("if", OpId::onnx("If"), vec!["c".into()], vec!["o".into()])
+            .with_attr("then_branch", Attr::Graph(Box::new(body.clone())))
+            .with_attr("else_branch", Attr::Graph(Box::new(body)));
+        g.add_node(node).unwrap();
+        let m = Model::new(g);
+        let e = Evidence::of(
+            Some(&m),
+            "Invalid model. Node input 'sum' is not a graph input, initializer, or output of a previous node",
+            None,
+        );
+        assert_eq!(e.lost.as_deref(), Some("Add"));
+        assert_eq!(
+            Evidence::of(
+                Some(&m),
+                "Node input 'o' is not a graph input, initializer, or output of a previous node",
+                None
+            )
+            .lost
+            .as_deref(),
+            Some("If")
+        );
     }
 }

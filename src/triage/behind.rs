@@ -28,7 +28,7 @@ pub fn wrong_value(r: &mut Reproducer, case: &Case, culprits: &[String], message
     let name = failing_node(message)?;
     let g = &case.model.graph;
     let id = g.node_ids().find(|&id| g.node(id).name == name)?;
-    let types = crate::ops::infer_types(&crate::compiler::named::at_override_sizes(g), false).ok()?;
+    let types = super::reduce::types_of(&case.model)?;
     let mut part = case.clone();
     let node = part.model.graph.remove_node(id)?;
     let pg = &mut part.model.graph;

@@ -173,7 +173,8 @@ pub fn refine_float64(
         return c;
     }
     match (float_error(unoptimized, exact, tol, &differing), float_error(optimized, exact, tol, &differing)) {
-        (Some((u, ub)), Some((o, ob))) if o <= SAME_ORDER * u => Classified {
+        // within the same order as the unoptimized error, or within tolerance of the exact values everywhere
+        (Some((u, ub)), Some((o, ob))) if o <= SAME_ORDER * u || ob == 0 => Classified {
             class: Class::Precision,
             note: format!(
                 "{}; against the model evaluated in float64 the optimized result is off by the same order (max \
@@ -227,6 +228,10 @@ mod tests {
         // more elements off, a little farther: rounding; far more: a wrong rewrite
         assert_eq!(class(&unopt, &[1.0004, 2.0004, 4.0], &exact), Class::Precision);
         assert_eq!(class(&unopt, &[1.0004, 2.005, 4.0], &exact), Class::Optimizer);
+        // the unoptimized run exact, the optimized one within tolerance of the exact values everywhere: rounding
+        // (a fused mean one ULP below 1.0 that a truncating Cast turned into 0)
+        assert_eq!(class(&exact, &[0.99999994, 2.0, 4.0], &exact), Class::Precision);
+        assert_eq!(class(&exact, &[0.9, 2.0, 4.0], &exact), Class::Optimizer);
         // an output a quantized op computes is not compared with a float64 evaluation
         let (c, tol) = (Classified { class: Class::Optimizer, note: String::new() }, Tolerance::default());
         let (u, o, e) = (run(&unopt, DType::F32), run(&[1.0, 2.0, 4.00035], DType::F32), run(&exact, DType::F64));

@@ -4,6 +4,7 @@
 //! entry's directory; triage itself writes only the finding's triage.json.
 
 pub mod behind;
+mod boundary;
 pub mod classify;
 pub mod conditioning;
 pub mod dd;
@@ -11,6 +12,7 @@ pub mod enablers;
 pub mod fresh;
 pub mod holds;
 mod load;
+mod platform;
 pub mod reduce;
 mod reduce_cf;
 pub mod relax;

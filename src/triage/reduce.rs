@@ -198,13 +198,19 @@ fn ancestors(c: &Case, id: NodeId) -> usize {
     seen.len()
 }
 
+/// The type of every value of `model`'s graph: freed input dims at their override sizes, and in a test written at
+/// an older opset its ops of older forms typed by their declarations.
+pub fn types_of(model: &crate::graph::Model) -> Option<HashMap<String, crate::graph::TensorType>> {
+    let sized = at_override_sizes(&model.graph);
+    crate::ops::infer_types(&crate::ops::since::typed_at(&sized, model.opset()), false).ok()
+}
+
 /// Applies an edit; `None` when it does not apply or leaves an invalid graph.
 pub fn apply(c: &Case, edit: &Edit, values: &HashMap<String, Tensor>) -> Option<Case> {
     let mut next = c.clone();
     // a test written at an older opset: its ops of older forms are typed by their declarations
     let opset = c.model.opset();
-    let types =
-        crate::ops::infer_types(&crate::ops::since::typed_at(&at_override_sizes(&c.model.graph), opset), false).ok()?;
+    let types = types_of(&c.model)?;
     let g = &mut next.model.graph;
     match edit {
         Edit::KeepOnly(v) => {

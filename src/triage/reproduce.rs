@@ -161,28 +161,10 @@ impl<'w> Reproducer<'w> {
             }
             _ => c,
         };
+        // an integer cast of a float on a rounding boundary flips by one: the float values tell
+        let c = super::boundary::refine(self, c, case, unoptimized, optimized);
         // a wrong quantized result on x64 may be the fast kernels' documented overflow: ORT's precise mode tells
-        let (key, value) = holds::PRECISE_X64_QUANT;
-        let precise_already = optimized.config.options.iter().any(|(k, _)| k == key);
-        if c.class != Class::Optimizer
-            || self.finding.target != "ort"
-            || !cfg!(target_arch = "x86_64")
-            || precise_already
-            || !holds::has_quantized_ops(&case.model)
-        {
-            return c;
-        }
-        let mut precise = optimized.config.clone();
-        precise.options.push((key.to_string(), value.to_string()));
-        let model = onnx::encode_model(&case.model);
-        let o = self.run(&model, &case.feeds, &precise);
-        if o.status == Status::Ok && self.oracle.inconsistency_with(unoptimized, &o, &hints).is_none() {
-            return Classified {
-                class: Class::Platform,
-                note: format!("{}; with {key}={value} the same optimization computes the expected values", c.note),
-            };
-        }
-        c
+        super::platform::refine(self, c, case, unoptimized, optimized)
     }
 
     /// Runs `model` under `config` with the finding's worker, counting the run.

@@ -1,0 +1,1 @@
+Bp92240_input_quantized_cutJce
