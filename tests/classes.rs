@@ -297,7 +297,7 @@ fn saturating_x64_kernels() -> bool {
 }
 
 /// ONNX Runtime 1.32.0 (seed 89, filed as a LayerNormFusionL1 bug): the mean of a layer normalization's output,
-/// cast to int8, is exactly 1.0; the fused kernel gives one ULP below and the Cast truncates it to 0. The float
+/// cast to int8 and reshaped, is exactly 1.0; the fused kernel gives one ULP below and the Cast truncates it to 0. The float
 /// value the Cast reads is within rounding of the float64 one: precision, not a bug.
 #[test]
 fn ort_an_integer_cast_of_a_float_on_a_rounding_boundary_is_precision() {
@@ -307,12 +307,12 @@ fn ort_an_integer_cast_of_a_float_on_a_rounding_boundary_is_precision() {
     assert!(bug["triage"]["class_note"].as_str().unwrap().contains("rounding boundary"), "{bug}");
 }
 
-/// ONNX Runtime 1.32.0 (seed 89, filed as a ConvMulFusion bug): float16 Conv and Mul after a QuantizeLinear of the
-/// float32 input. Folding the Mul into float16 weights is as far from the float64 values as the unoptimized run;
-/// the QuantizeLinear of a graph input moves no rounding boundary, so the output is compared: precision.
+/// ONNX Runtime 1.32.0 (seed 89, filed as a ConvMulFusion bug): in a Loop body, float16 Conv and Mul of a dynamic
+/// quantization's zero point. Folding the Mul into float16 weights is as far from the float64 values as the
+/// unoptimized run; quantizing a graph input moves no rounding boundary, so the output is compared: precision.
 #[test]
 fn ort_a_float16_fold_after_quantizing_a_graph_input_is_precision() {
-    let bug = reduce_kept("convmul-fp16-after-quantize", "all").expect("a finding");
+    let bug = reduce_kept("convmul-fp16-in-loop", "all").expect("a finding");
     assert_eq!(bug["triage"]["culprits"], serde_json::json!(["ConvMulFusion"]), "{bug}");
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
 }

@@ -53,8 +53,11 @@ pub fn refine(
     }
 }
 
+/// Ops that only move, repeat or reshape their first input's values.
+const LAYOUT: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Expand"];
+
 /// `case` returning also the float value each differing output's Cast reads; None unless every differing output is
-/// a non-float Cast of a float value.
+/// a non-float Cast of a float value (then maybe reshaped).
 fn cast_inputs(case: &Case, unoptimized: &Outcome, optimized: &Outcome) -> Option<Case> {
     let g = &case.model.graph;
     let types = super::reduce::types_of(&case.model)?;
@@ -63,7 +66,11 @@ fn cast_inputs(case: &Case, unoptimized: &Outcome, optimized: &Outcome) -> Optio
         if u.tensor == o.tensor {
             continue;
         }
-        let n = g.node(g.producer(&u.name)?.node);
+        // the Cast, through ops that only move or reshape its values
+        let mut n = g.node(g.producer(&u.name)?.node);
+        while LAYOUT.contains(&n.op.name.as_str()) {
+            n = g.node(g.producer(n.inputs.first()?)?.node);
+        }
         let input = n.inputs.first()?;
         let ty = types.get(input)?;
         if n.op.name != "Cast" || u.tensor.dtype.is_float() || !ty.dtype.is_float() {

@@ -43,10 +43,10 @@ pub fn outputs_without_quantized_ops(model: &crate::graph::Model) -> std::collec
                     continue;
                 }
                 let n = g.node(at.node);
-                // a QuantizeLinear of given values (a graph input, an initializer) rounds them as float32 would: the
-                // float64 evaluation moves no rounding boundary there (a ConvMulFusion output computed from a
-                // quantized graph input was left out, and its float16 rounding filed as a bug)
-                let of_given = n.op.name == "QuantizeLinear"
+                // a QuantizeLinear (or a dynamic one) of given values (a graph input, an initializer) rounds them as
+                // float32 would: the float64 evaluation moves no rounding boundary there (a ConvMulFusion output
+                // computed from a quantized graph input was left out, and its float16 rounding filed as a bug)
+                let of_given = matches!(n.op.name.as_str(), "QuantizeLinear" | "DynamicQuantizeLinear")
                     && n.inputs.first().is_some_and(|x| g.inputs.contains(x) || g.initializers.contains_key(x));
                 if is_quantized(n) && !of_given {
                     return false;
