@@ -12,8 +12,8 @@ use super::Reproducer;
 use crate::compiler::{Outcome, Status};
 use crate::graph::onnx;
 
-/// `c` (an `optimizer` inconsistency of `case`), `precision` when every output that differs is an integer or
-/// bool Cast of a float value, and those float values differ only by rounding.
+/// `c` (an `optimizer` inconsistency of `case`), `precision` when the outputs that differ are integers or bools
+/// computed from float values (a Cast, a comparison), or floats, and all those float values differ only by rounding.
 pub fn refine(
     r: &mut Reproducer,
     c: Classified,
@@ -33,7 +33,7 @@ pub fn refine(
     // the float values only (the Casts stay, so the pass sees the graph it rewrote)
     let floats = |run: &Outcome| {
         let mut run = run.clone();
-        run.outputs.retain(|t| !case.model.graph.outputs.contains(&t.name));
+        run.outputs.retain(|t| t.tensor.dtype.is_float());
         run
     };
     let (u, o, exact) = (floats(&u), floats(&o), floats(&exact));
@@ -53,38 +53,52 @@ pub fn refine(
     }
 }
 
-/// Ops that only move, repeat or reshape their first input's values.
-const LAYOUT: &[&str] = &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Expand"];
-
-/// `case` returning also the float value each differing output's Cast reads; None unless every differing output is
-/// a non-float Cast of a float value (then maybe reshaped).
+/// `case` returning also the float values its differing outputs are computed from: following the differing
+/// outputs back through integer and bool values (casts, reshapes, slices, pads, integer arithmetic) to the float
+/// values they read (a differing float output is compared as it is); None when a differing integer or bool output
+/// is computed by control flow, or none differs.
 fn cast_inputs(case: &Case, unoptimized: &Outcome, optimized: &Outcome) -> Option<Case> {
     let g = &case.model.graph;
     let types = super::reduce::types_of(&case.model)?;
-    let mut floats = Vec::new();
+    let is_float = |v: &str| types.get(v).is_some_and(|t| t.dtype.is_float());
+    let mut todo = Vec::new();
     for (u, o) in unoptimized.outputs.iter().zip(&optimized.outputs) {
         if u.tensor == o.tensor {
             continue;
         }
-        // the Cast, through ops that only move or reshape its values
-        let mut n = g.node(g.producer(&u.name)?.node);
-        while LAYOUT.contains(&n.op.name.as_str()) {
-            n = g.node(g.producer(n.inputs.first()?)?.node);
+        // a float output is compared as it is
+        if !u.tensor.dtype.is_float() {
+            todo.push(u.name.clone());
         }
-        let input = n.inputs.first()?;
-        let ty = types.get(input)?;
-        if n.op.name != "Cast" || u.tensor.dtype.is_float() || !ty.dtype.is_float() {
+    }
+    let (mut floats, mut seen) = (Vec::new(), std::collections::HashSet::new());
+    while let Some(v) = todo.pop() {
+        if !seen.insert(v.clone()) {
+            continue;
+        }
+        // a graph input or an initializer is the same in both runs
+        let Some(at) = g.producer(&v) else { continue };
+        let n = g.node(at.node);
+        if n.subgraphs().next().is_some() {
             return None;
         }
-        floats.push((input.clone(), ty.clone()));
+        for x in n.reads() {
+            if is_float(&x) {
+                if !floats.contains(&x) {
+                    floats.push(x);
+                }
+            } else {
+                todo.push(x);
+            }
+        }
     }
-    if floats.is_empty() {
+    if floats.is_empty() || seen.is_empty() {
         return None;
     }
     let mut part = case.clone();
-    for (v, ty) in floats {
+    for v in floats {
         if !part.model.graph.outputs.contains(&v) {
-            part.model.graph.add_output(&v, ty);
+            part.model.graph.add_output(&v, types.get(&v)?.clone());
         }
     }
     Some(part)
