@@ -12,6 +12,7 @@ pub mod enablers;
 pub mod fresh;
 pub mod holds;
 mod load;
+mod parts;
 mod platform;
 pub mod reduce;
 mod reduce_cf;

@@ -44,61 +44,8 @@ impl<'w> Reproducer<'w> {
         Reproducer { worker, oracle, finding, runs: 0, semantic, keep_class: None }
     }
 
-    /// The class of an inconsistency of `case` between its `unoptimized` and `optimized` runs: what the
-    /// semantic reference says about each side. A Relax recipe has no ONNX model to ask it about.
-    pub fn classify_case(&mut self, case: &Case, unoptimized: &Outcome, optimized: &Outcome) -> Classified {
-        let semantic = match (&mut self.semantic, &self.finding.relax) {
-            (None, _) => Err(NoReference::NotAsked("no semantic reference in this triage".into())),
-            (Some(_), Some(_)) => {
-                Err(NoReference::NotAsked("a Relax-level test (a recipe) has no ONNX model for onnx.reference".into()))
-            }
-            (Some(s), None) => s.run(&onnx::encode_model(&case.model), &case.feeds),
-        };
-        // onnx.reference may lack a kernel only other outputs need (a contrib op beside the deviating value): the
-        // outputs that differ are judged on the part of the model that computes them
-        let failed = matches!(semantic, Err(NoReference::Failed { .. }));
-        if let (true, Some((part, u, o))) = (failed, self.differing_part(case, unoptimized, optimized)) {
-            let whole = semantic.as_ref().err().map(|e| e.to_string()).unwrap_or_default();
-            let part_semantic = self.semantic.as_mut().map(|s| s.run(&onnx::encode_model(&part.model), &part.feeds));
-            if let Some(Ok(s)) = part_semantic {
-                let mut c = self.classify_with(&part, &u, &o, Ok(s));
-                let names = part.model.graph.outputs.join(", ");
-                c.note = format!("{} (judged on the outputs that differ, {names}; the whole model: {whole})", c.note);
-                return c;
-            }
-        }
-        self.classify_with(case, unoptimized, optimized, semantic)
-    }
-
-    /// The part of `case` that computes only the outputs where `unoptimized` and `optimized` differ, with both
-    /// runs cut to them; `None` when every output differs.
-    fn differing_part(&self, case: &Case, u: &Outcome, o: &Outcome) -> Option<(Case, Outcome, Outcome)> {
-        let hints = self.hints();
-        let only = |o: &Outcome, names: &[String]| {
-            let mut o = o.clone();
-            o.outputs.retain(|t| names.contains(&t.name));
-            o
-        };
-        let outputs = &case.model.graph.outputs;
-        let differ: Vec<String> = outputs
-            .iter()
-            .filter(|n| {
-                let one = std::slice::from_ref(*n);
-                self.oracle.inconsistency_with(&only(u, one), &only(o, one), &hints).is_some()
-            })
-            .cloned()
-            .collect();
-        if differ.is_empty() || differ.len() == outputs.len() {
-            return None;
-        }
-        let mut part = case.clone();
-        part.model.graph.outputs.retain(|o| differ.contains(o));
-        super::reduce::tidy(&mut part);
-        Some((part, only(u, &differ), only(o, &differ)))
-    }
-
-    /// [`Self::classify_case`] with the semantic reference's run of `case` (or why there is none).
-    fn classify_with(
+    /// [`Self::classify_case`] of the whole `case`, with the semantic reference's run of it (or why there is none).
+    pub(super) fn classify_with(
         &mut self,
         case: &Case,
         unoptimized: &Outcome,

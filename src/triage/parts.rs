@@ -1,0 +1,104 @@
+//! Judging an inconsistency by the parts of its model. The class of a whole model ([`Reproducer::classify_with`])
+//! can hide what each output says: onnx.reference may lack a kernel only other outputs need (a contrib op beside
+//! the deviating value), and one model's outputs may differ for unrelated reasons (a layer normalization of equal
+//! values rounding one way, a mean cast to an integer rounding another). The part of a model that computes some
+//! outputs computes them as the whole does, so the runs' values for those outputs are judged against the semantic
+//! reference's run of that part: when onnx.reference cannot run the whole model, the differing outputs together;
+//! when the whole looks like a wrong rewrite and several outputs differ, each alone (a wrong rewrite is one that
+//! some output shows by itself).
+
+use super::classify::{Class, Classified};
+use super::reduce::{tidy, Case};
+use super::semantic::NoReference;
+use super::Reproducer;
+use crate::compiler::Outcome;
+use crate::graph::onnx;
+
+/// At most this many differing outputs are judged one by one (each costs its own semantic evaluations).
+const MAX_ALONE: usize = 4;
+
+impl Reproducer<'_> {
+    /// The class of an inconsistency of `case` between its `unoptimized` and `optimized` runs: what the
+    /// semantic reference says about each side. A Relax recipe has no ONNX model to ask it about.
+    pub fn classify_case(&mut self, case: &Case, unoptimized: &Outcome, optimized: &Outcome) -> Classified {
+        let semantic = self.semantic_run(case);
+        let differ = self.differing(case, unoptimized, optimized);
+        // onnx.reference may lack a kernel only other outputs need: the outputs that differ are judged together
+        let failed = matches!(semantic, Err(NoReference::Failed { .. }));
+        if failed && !differ.is_empty() && differ.len() < case.model.graph.outputs.len() {
+            let whole = semantic.as_ref().err().map(|e| e.to_string()).unwrap_or_default();
+            let (part, u, o) = part_of(case, unoptimized, optimized, &differ);
+            if let Ok(s) = self.semantic_run(&part) {
+                let mut c = self.classify_with(&part, &u, &o, Ok(s));
+                let names = differ.join(", ");
+                c.note = format!("{} (judged on the outputs that differ, {names}; the whole model: {whole})", c.note);
+                return c;
+            }
+        }
+        let c = self.classify_with(case, unoptimized, optimized, semantic);
+        if c.class != Class::Optimizer || differ.len() < 2 || differ.len() > MAX_ALONE {
+            return c;
+        }
+        // several outputs differ: a wrong rewrite is one that some output shows alone
+        let mut alone = Vec::new();
+        for name in &differ {
+            let (part, u, o) = part_of(case, unoptimized, optimized, std::slice::from_ref(name));
+            let Ok(s) = self.semantic_run(&part) else { return c };
+            let k = self.classify_with(&part, &u, &o, Ok(s));
+            if matches!(k.class, Class::Optimizer | Class::Undecided) {
+                return c;
+            }
+            alone.push((name.clone(), k.class));
+        }
+        let class = if alone.iter().all(|(_, k)| *k == alone[0].1) { alone[0].1 } else { Class::Precision };
+        let each: Vec<String> = alone.iter().map(|(n, k)| format!("'{n}' {k}")).collect();
+        Classified {
+            class,
+            note: format!(
+                "{}; but judged alone, no output that differs shows a wrong rewrite: {}",
+                c.note,
+                each.join(", ")
+            ),
+        }
+    }
+
+    /// The semantic reference's run of `case` (or why there is none).
+    fn semantic_run(&mut self, case: &Case) -> Result<Outcome, NoReference> {
+        match (&mut self.semantic, &self.finding.relax) {
+            (None, _) => Err(NoReference::NotAsked("no semantic reference in this triage".into())),
+            (Some(_), Some(_)) => {
+                Err(NoReference::NotAsked("a Relax-level test (a recipe) has no ONNX model for onnx.reference".into()))
+            }
+            (Some(s), None) => s.run(&onnx::encode_model(&case.model), &case.feeds),
+        }
+    }
+
+    /// The outputs of `case` where `u` and `o` differ beyond the oracle's tolerance, in the graph's order.
+    fn differing(&self, case: &Case, u: &Outcome, o: &Outcome) -> Vec<String> {
+        let hints = self.hints();
+        let outputs = &case.model.graph.outputs;
+        outputs
+            .iter()
+            .filter(|n| {
+                let one = std::slice::from_ref(*n);
+                self.oracle.inconsistency_with(&only(u, one), &only(o, one), &hints).is_some()
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+/// `run` with only the outputs `names`.
+fn only(run: &Outcome, names: &[String]) -> Outcome {
+    let mut run = run.clone();
+    run.outputs.retain(|t| names.contains(&t.name));
+    run
+}
+
+/// The part of `case` that computes only the outputs `names`, with both runs cut to them.
+fn part_of(case: &Case, u: &Outcome, o: &Outcome, names: &[String]) -> (Case, Outcome, Outcome) {
+    let mut part = case.clone();
+    part.model.graph.outputs.retain(|v| names.contains(v));
+    tidy(&mut part);
+    (part, only(u, names), only(o, names))
+}
