@@ -49,3 +49,16 @@ pub fn sample_many(spec: &dyn OpSpec, n: usize) -> usize {
     }
     made
 }
+
+/// A graph reading bool `c` whose one If node (`if`) runs `body` in both branches, its result `o` (not a graph
+/// output): a test of what oatest sees inside bodies.
+pub fn if_of(body: crate::graph::Graph) -> crate::graph::Graph {
+    use crate::graph::{Attr, Graph, Node, OpId};
+    let mut g = Graph::new("g");
+    g.add_input("c", TensorType::new(DType::Bool, &[]));
+    let node = Node::new("if", OpId::onnx("If"), vec!["c".into()], vec!["o".into()])
+        .with_attr("then_branch", Attr::Graph(Box::new(body.clone())))
+        .with_attr("else_branch", Attr::Graph(Box::new(body)));
+    g.add_node(node).expect("one If node");
+    g
+}

@@ -282,17 +282,12 @@ mod tests {
 
     #[test]
     fn a_lost_values_producer_is_found_in_bodies_too() {
-        use crate::graph::{Attr, DType, Graph, Model, Node, OpId, TensorType};
+        use crate::graph::{DType, Graph, Model, Node, OpId, TensorType};
         let mut body = Graph::new("body");
         body.add_input("x", TensorType::new(DType::F32, &[1]));
         body.add_node(Node::new("a", OpId::onnx("Add"), vec!["x".into(), "x".into()], vec!["sum".into()])).unwrap();
         body.add_output("sum", TensorType::new(DType::F32, &[1]));
-        let mut g = Graph::new("g");
-        g.add_input("c", TensorType::new(DType::Bool, &[]));
-        let node = Node::new("if", OpId::onnx("If"), vec!["c".into()], vec!["o".into()])
-            .with_attr("then_branch", Attr::Graph(Box::new(body.clone())))
-            .with_attr("else_branch", Attr::Graph(Box::new(body)));
-        g.add_node(node).unwrap();
+        let g = crate::ops::testutil::if_of(body);
         let m = Model::new(g);
         let e = Evidence::of(
             Some(&m),

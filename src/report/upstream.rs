@@ -212,18 +212,13 @@ mod tests {
 
     #[test]
     fn ops_inside_control_flow_bodies_count() {
-        use crate::graph::{Attr, DType, Graph, Node, OpId, TensorType};
+        use crate::graph::{DType, Graph, Node, OpId, TensorType};
         let mut body = Graph::new("body");
         body.add_input("x", TensorType::new(DType::I32, &[2]));
         let dq = Node::new("dq", OpId::onnx("DequantizeLinear"), vec!["x".into(), "s".into()], vec!["y".into()]);
         body.add_node(dq).unwrap();
         body.add_output("y", TensorType::new(DType::F32, &[2]));
-        let mut g = Graph::new("g");
-        g.add_input("c", TensorType::new(DType::Bool, &[]));
-        let node = Node::new("if", OpId::onnx("If"), vec!["c".into()], vec!["o".into()])
-            .with_attr("then_branch", Attr::Graph(Box::new(body.clone())))
-            .with_attr("else_branch", Attr::Graph(Box::new(body)));
-        g.add_node(node).unwrap();
+        let mut g = crate::ops::testutil::if_of(body);
         g.add_output("o", TensorType::new(DType::F32, &[2]));
         assert_eq!(all_ops(&g), ["If", "DequantizeLinear", "DequantizeLinear"]);
     }

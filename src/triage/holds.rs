@@ -92,12 +92,7 @@ mod tests {
         let q = Node::new("q", OpId::onnx("QuantizeLinear"), vec!["q".into(), "s".into()], vec!["y".into()]);
         body.add_node(q).unwrap();
         body.add_output("y", TensorType::new(DType::F16, &[2]));
-        let mut g = Graph::new("g");
-        g.add_input("c", TensorType::new(DType::Bool, &[]));
-        let node = Node::new("if", OpId::onnx("If"), vec!["c".into()], vec!["o".into()])
-            .with_attr("then_branch", crate::graph::Attr::Graph(Box::new(body.clone())))
-            .with_attr("else_branch", crate::graph::Attr::Graph(Box::new(body)));
-        g.add_node(node).unwrap();
+        let mut g = crate::ops::testutil::if_of(body);
         g.add_output("o", TensorType::new(DType::F32, &[2]));
         let m = Model::new(g);
         assert!(has_quantized_ops(&m), "quantized");
