@@ -24,7 +24,7 @@ pub fn refine(
     if c.class != Class::Optimizer || r.finding.relax.is_some() || r.semantic.is_none() {
         return c;
     }
-    let Some(part) = cast_inputs(case, unoptimized, optimized) else { return c };
+    let Some(part) = float_sources(case, unoptimized, optimized) else { return c };
     let bytes = onnx::encode_model(&part.model);
     let u = r.run(&bytes, &part.feeds, &unoptimized.config);
     let o = r.run(&bytes, &part.feeds, &optimized.config);
@@ -57,7 +57,7 @@ pub fn refine(
 /// outputs back through integer and bool values (casts, reshapes, slices, pads, integer arithmetic) to the float
 /// values they read (a differing float output is compared as it is); None when a differing integer or bool output
 /// is computed by control flow, or none differs.
-fn cast_inputs(case: &Case, unoptimized: &Outcome, optimized: &Outcome) -> Option<Case> {
+fn float_sources(case: &Case, unoptimized: &Outcome, optimized: &Outcome) -> Option<Case> {
     let g = &case.model.graph;
     let types = super::reduce::types_of(&case.model)?;
     let is_float = |v: &str| types.get(v).is_some_and(|t| t.dtype.is_float());
