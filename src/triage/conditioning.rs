@@ -1,7 +1,8 @@
 //! Whether a wrong-looking optimized result is only rounding at an ill-conditioned input. Some computations
 //! amplify rounding without bound at some inputs: a layer normalization of nearly equal values divides a
 //! difference of a few ULPs by a tiny deviation, so two correct implementations (one- and two-pass variance)
-//! disagree in the third digit. The semantic reference rounds too. Perturbing the float inputs by a few ULPs
+//! disagree in the third digit. The semantic reference rounds too. Perturbing the float inputs (and the constants
+//! of a model without quantized ops: a fold rounds what it computes) by a few ULPs
 //! and evaluating the model again shows how far rounding alone moves the exact result there: a deviation
 //! within that distance is class `precision`, not a bug of the pass. So is an optimized float result no farther
 //! from the model evaluated in float64 than the unoptimized one (`refine_float64`: summation order, fused kernels).
@@ -44,6 +45,33 @@ pub fn perturbed(feeds: &[NamedTensor], seed: u64) -> Vec<NamedTensor> {
             NamedTensor { name: f.name.clone(), tensor: Tensor::from_f64s(t.dtype, &dims, &moved) }
         })
         .collect()
+}
+
+/// `model` with every element of its float initializers moved as in [`perturbed`]: a constant a pass folds is
+/// rounded to its dtype, so a correct fold (a float16 BatchNormalization into float16 weights) moves the result as
+/// far as constants moved by a few ULPs do. Quantized models keep theirs (a scale moved moves rounding boundaries).
+pub fn perturbed_model(model: &crate::graph::Model, seed: u64) -> crate::graph::Model {
+    let mut moved = model.clone();
+    if super::holds::has_quantized_ops(model) {
+        return moved;
+    }
+    let as_feeds: Vec<NamedTensor> = model
+        .graph
+        .initializers
+        .iter()
+        .map(|(name, t)| NamedTensor { name: name.clone(), tensor: t.clone() })
+        .collect();
+    for f in perturbed(&as_feeds, seed ^ 0x5eed_c0de) {
+        moved.graph.initializers.insert(f.name, f.tensor);
+    }
+    moved
+}
+
+/// Whether [`perturbed`] and [`perturbed_model`] move anything: a float input or a float initializer of a model
+/// without quantized ops.
+pub fn can_perturb(model: &crate::graph::Model, feeds: &[NamedTensor]) -> bool {
+    feeds.iter().any(|f| f.tensor.dtype.is_float())
+        || (!super::holds::has_quantized_ops(model) && model.graph.initializers.values().any(|t| t.dtype.is_float()))
 }
 
 /// Refines class `optimizer` to [`Class::Precision`] when every element where `optimized` is beyond tolerance of
@@ -104,7 +132,7 @@ pub fn refine(
     Classified {
         class: Class::Precision,
         note: format!(
-            "{}; but the model is ill-conditioned at this input: moving the float inputs by {PERTURB_ULPS} ULPs moves \
+            "{}; but the model is ill-conditioned at this input: moving the float inputs and constants by {PERTURB_ULPS} ULPs moves \
              onnx.reference's own result about as far (the optimized deviation is at most {worst_ratio:.2} times that \
              spread, over {PERTURBATIONS} perturbations), so it is rounding, not a bug",
             classified.note
@@ -236,5 +264,34 @@ mod tests {
         let (c, tol) = (Classified { class: Class::Optimizer, note: String::new() }, Tolerance::default());
         let (u, o, e) = (run(&unopt, DType::F32), run(&[1.0, 2.0, 4.00035], DType::F32), run(&exact, DType::F64));
         assert_eq!(refine_float64(c, tol, &u, &o, &e, &Default::default()).class, Class::Optimizer);
+    }
+
+    /// A fold rounds the constants it computes: a float model's initializers move by a few ULPs, never more, and
+    /// integers stay; a quantized model keeps its scales (moving one moves rounding boundaries).
+    #[test]
+    fn perturbed_constants_move_by_a_few_ulps_unless_the_model_is_quantized() {
+        use crate::graph::{Graph, Model, Node, OpId};
+        let mut g = Graph::new("g");
+        g.add_initializer("w", Tensor::from_f64s(DType::F16, &[3], &[1.0, -2.0, 0.5]));
+        g.add_initializer("k", Tensor::from_f64s(DType::I64, &[1], &[3.0]));
+        g.add_input("x", crate::graph::TensorType::new(DType::F16, &[3]));
+        g.add_node(Node::new("add", OpId::onnx("Add"), vec!["x".into(), "w".into()], vec!["y".into()])).unwrap();
+        g.add_output("y", crate::graph::TensorType::new(DType::F16, &[3]));
+        let model = Model::new(g);
+        assert!(can_perturb(&model, &[]));
+        let moved = perturbed_model(&model, 1);
+        let (w0, w1) =
+            (model.graph.initializers["w"].to_f64s().unwrap(), moved.graph.initializers["w"].to_f64s().unwrap());
+        assert_ne!(w0, w1, "float constants move");
+        for (a, b) in w0.iter().zip(&w1) {
+            assert!((a - b).abs() <= PERTURB_ULPS * 2f64.powi(-10) * a.abs(), "{a} -> {b}");
+        }
+        assert_eq!(model.graph.initializers["k"], moved.graph.initializers["k"], "integers stay");
+        let mut q = model.clone();
+        q.graph
+            .add_node(Node::new("q", OpId::onnx("QuantizeLinear"), vec!["y".into(), "w".into()], vec!["z".into()]))
+            .unwrap();
+        assert_eq!(perturbed_model(&q, 1).graph.initializers, q.graph.initializers);
+        assert!(!can_perturb(&q, &[]));
     }
 }

@@ -81,19 +81,6 @@ impl<'w> Reproducer<'w> {
             }
             _ => c,
         };
-        // at an ill-conditioned input, rounding alone moves the exact result as far: perturbed inputs tell
-        let c = match (&semantic, self.semantic.as_mut()) {
-            (Ok(truth), Some(s))
-                if c.class == Class::Optimizer && case.feeds.iter().any(|f| f.tensor.dtype.is_float()) =>
-            {
-                let model = onnx::encode_model(&case.model);
-                let runs: Vec<Outcome> = (1..=conditioning::PERTURBATIONS)
-                    .filter_map(|k| s.run(&model, &conditioning::perturbed(&case.feeds, k)).ok())
-                    .collect();
-                conditioning::refine(&self.oracle, c, truth, optimized, &runs)
-            }
-            _ => c,
-        };
         // a float result as close to the exact (float64) values as the unoptimized one only rounds differently
         let c = match self.semantic.as_mut() {
             Some(s) if c.class == Class::Optimizer => {
@@ -105,6 +92,21 @@ impl<'w> Reproducer<'w> {
                     }
                     Err(_) => c,
                 }
+            }
+            _ => c,
+        };
+        // at an ill-conditioned input, rounding alone moves the exact result as far: perturbed inputs tell
+        let c = match (&semantic, self.semantic.as_mut()) {
+            (Ok(truth), Some(s))
+                if c.class == Class::Optimizer && conditioning::can_perturb(&case.model, &case.feeds) =>
+            {
+                let runs: Vec<Outcome> = (1..=conditioning::PERTURBATIONS)
+                    .filter_map(|k| {
+                        let model = onnx::encode_model(&conditioning::perturbed_model(&case.model, k));
+                        s.run(&model, &conditioning::perturbed(&case.feeds, k)).ok()
+                    })
+                    .collect();
+                conditioning::refine(&self.oracle, c, truth, optimized, &runs)
             }
             _ => c,
         };
