@@ -325,8 +325,51 @@ def widen(model: onnx.ModelProto, kinds=_HALF, to=onnx.TensorProto.FLOAT) -> onn
     return wide
 
 
+def _dims(tp: onnx.TypeProto):
+    """A tensor type's dimensions as (value or None, symbol or None) pairs; None when it has no shape."""
+    if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+        return None
+    return [
+        (d.dim_value if d.HasField("dim_value") else None, d.dim_param if d.HasField("dim_param") else None)
+        for d in tp.tensor_type.shape.dim
+    ]
+
+
+def shape_contradiction(model: onnx.ModelProto, values: dict) -> str:
+    """Where the shapes ONNX shape inference gives the main graph's values (with the types the model declares)
+    contradict the values an evaluation computed: a rank or size that differs, or one symbolic dimension that holds
+    two sizes (Slice-10 copies its input's symbol to a shorter result). A compiler plans memory and fuses by
+    those shapes. Empty when none does."""
+    inferred = onnx.shape_inference.infer_shapes(model)
+    g = inferred.graph
+    bound = {}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        dims, value = _dims(vi.type), values.get(vi.name)
+        if dims is None or value is None or not hasattr(value, "shape"):
+            continue
+        shape = tuple(np.shape(value))
+        if len(dims) != len(shape):
+            return f"'{vi.name}' is typed with rank {len(dims)} but holds shape {list(shape)}"
+        for (size, symbol), n in zip(dims, shape):
+            if size is not None and size != n:
+                return f"'{vi.name}' is typed {[d[0] or d[1] for d in dims]} but holds shape {list(shape)}"
+            if symbol:
+                m, other = bound.setdefault(symbol, (n, vi.name))
+                if m != n:
+                    return (
+                        f"ONNX shape inference gives '{other}' and '{vi.name}' the same dimension '{symbol}', but "
+                        f"they hold {m} and {n} elements there"
+                    )
+    return ""
+
+
 def run(
-    model_bytes: bytes, inputs: list, widen_half: bool = False, approximate=(), in_float64: bool = False
+    model_bytes: bytes,
+    inputs: list,
+    widen_half: bool = False,
+    approximate=(),
+    in_float64: bool = False,
+    check_shapes: bool = False,
 ) -> dict:
     try:
         model = onnx.load_from_string(model_bytes)
@@ -351,7 +394,14 @@ def run(
             warnings.simplefilter("ignore")
             with np.errstate(all="ignore"):
                 evaluator = ReferenceEvaluator(model, new_ops=_ops(approximate) + _older_forms(model))
-                values = evaluator.run(None, feeds)
+                if check_shapes:
+                    every = evaluator.run(None, feeds, intermediate=True)
+                    values = [every[name] for name in evaluator.output_names]
+                    why = shape_contradiction(model, {**feeds, **every})
+                    if why:
+                        return {"status": "error", "message": f"inferred shapes: {why}", "outputs": []}
+                else:
+                    values = evaluator.run(None, feeds)
         outputs = []
         for name, value in zip(evaluator.output_names, values):
             array = _as_declared(value, declared.get(name, 0))

@@ -364,3 +364,15 @@ fn ort_a_float16_fold_of_constants_rounding_each_weight_is_precision() {
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
     assert!(bug["triage"]["class_note"].as_str().unwrap().contains("inputs and constants"), "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 89, filed as a LayerNormFusionL2 bug, "not an optimizer bug" in review): at opset 10,
+/// ONNX's Slice shape inference gives three slices of different sizes its input's symbolic dimension; ORT's memory
+/// planner trusts it and reuses a buffer of another size once the fusion frees one. The values contradict the
+/// inferred shapes: class `contract`, not filed in bugs/.
+#[test]
+fn ort_values_contradicting_the_inferred_shapes_break_a_contract() {
+    let bug = reduce_kept("slice10-inferred-shapes", "all").expect("a finding");
+    assert_eq!(bug["symptom"], "error", "{bug}");
+    assert_eq!(bug["triage"]["class"], "contract", "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("the same dimension 'n4'"), "{bug}");
+}

@@ -129,7 +129,7 @@ pub struct Stats {
     /// Findings left untriaged when the campaign ended (0 unless it was interrupted; `oatest triage` does them).
     #[serde(default)]
     pub findings_untriaged: u64,
-    /// Triaged findings by class (optimizer, reference, precision, widened, nonfinite, undecided, unattributed).
+    /// Triaged findings by class (optimizer, reference, precision, widened, nonfinite, undecided, unattributed, contract).
     #[serde(default)]
     pub triaged_by_class: BTreeMap<String, u64>,
     /// Distinct entries by class: `optimizer` = bugs/, the others their class folders.

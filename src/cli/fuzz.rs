@@ -335,7 +335,7 @@ fn print_summary(s: &campaign::Summary) {
         "    findings/counted.tsv: the others (test id, key, symptom), each made again from the seed and its test id"
     );
     println!("    bugs/<signature>/ (report.md, repro.py, model.onnx minimized, original.onnx), examples/<pass>/");
-    println!("    reference/, precision/, widened/, platform/, nonfinite/, undecided/, unattributed/: findings that are not optimizer bugs");
+    println!("    reference/, precision/, widened/, platform/, nonfinite/, undecided/, unattributed/, contract/: findings that are not optimizer bugs");
     println!("    regression suite: oatest export {} --out DIR", s.out.display());
 }
 

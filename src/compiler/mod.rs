@@ -305,6 +305,11 @@ pub const HALF_ROUNDING: &str = "half-precision-rounding";
 /// the model with every float tensor (float32, float16, bfloat16) float64, its outputs too.
 pub const FLOAT_ROUNDING: &str = "float-rounding";
 
+/// The semantic reference's (`onnxref`) pseudo-pass of trusting inferred shapes: a configuration that disables it
+/// also checks every value of the main graph against the shape ONNX shape inference gives it, and fails with
+/// `inferred shapes: ...` where they contradict (one symbolic dimension holding two sizes).
+pub const INFERRED_SHAPES: &str = "inferred-shapes";
+
 /// The semantic reference's pseudo-passes of exact ops: a configuration that disables `exact:NAME` evaluates the
 /// model with the approximation NAME of python/oatest_onnxref.py (`gelu`: com.microsoft Gelu and BiasGelu by
 /// FastGelu's tanh formula; `erf`: Erf by the same formula), what an optimizer computes by design when a named

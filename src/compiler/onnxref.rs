@@ -5,7 +5,8 @@
 //! configuration that disables [`super::HALF_ROUNDING`] evaluates the model with every 16-bit float widened to float32
 //! (outputs rounded to their declared type at the end): what a compiler computes when it skips the intermediate
 //! roundings. One that disables `exact:NAME` ([`super::APPROXIMATE`]) evaluates it with the approximation NAME
-//! (e.g. `gelu`: Gelu by FastGelu's formula), what a configuration that approximates by design computes.
+//! (e.g. `gelu`: Gelu by FastGelu's formula), what a configuration that approximates by design computes. One that
+//! disables [`super::INFERRED_SHAPES`] also checks the values against the shapes ONNX shape inference gives them.
 
 use super::{Config, NamedTensor, Outcome, Status, Target};
 use crate::graph::onnx::{decode_tensor, encode_tensor};
@@ -51,6 +52,7 @@ impl Target for OnnxRefTarget {
         let wire: Vec<Vec<u8>> = inputs.iter().map(|t| encode_tensor(&t.name, &t.tensor)).collect();
         let widen = config.disabled.iter().any(|p| p == super::HALF_ROUNDING);
         let in_float64 = config.disabled.iter().any(|p| p == super::FLOAT_ROUNDING);
+        let check_shapes = config.disabled.iter().any(|p| p == super::INFERRED_SHAPES);
         let approximate: Vec<&str> =
             config.disabled.iter().filter_map(|p| p.strip_prefix(super::APPROXIMATE)).collect();
         let result = Python::attach(|py| -> PyResult<(String, String, Vec<Vec<u8>>)> {
@@ -61,6 +63,7 @@ impl Target for OnnxRefTarget {
                 widen,
                 approximate.clone(),
                 in_float64,
+                check_shapes,
             ))?;
             Ok((r.get_item("status")?.extract()?, r.get_item("message")?.extract()?, r.get_item("outputs")?.extract()?))
         });

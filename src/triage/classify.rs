@@ -42,10 +42,14 @@ pub enum Class {
     Undecided,
     /// The symptom stays with every pass that fired disabled: no pass set explains it.
     Unattributed,
+    /// The model breaks a contract the compiler relies on: its values contradict the shapes ONNX shape inference
+    /// gives them (Slice-10 copies its input's symbolic dimension to a shorter result), and the compiler plans
+    /// memory and fuses by those shapes. An ONNX or model problem, not a bug of the passes.
+    Contract,
 }
 
 impl Class {
-    pub const ALL: [Class; 9] = [
+    pub const ALL: [Class; 10] = [
         Class::Optimizer,
         Class::Reference,
         Class::Precision,
@@ -55,6 +59,7 @@ impl Class {
         Class::Nonfinite,
         Class::Undecided,
         Class::Unattributed,
+        Class::Contract,
     ];
 
     pub fn name(self) -> &'static str {
@@ -68,6 +73,7 @@ impl Class {
             Class::Nonfinite => "nonfinite",
             Class::Undecided => "undecided",
             Class::Unattributed => "unattributed",
+            Class::Contract => "contract",
         }
     }
 
@@ -117,6 +123,10 @@ impl Class {
             Class::Nonfinite => "the runs differ only where the expected value is NaN or infinite",
             Class::Undecided => "oatest cannot tell which side is wrong; check by hand before reporting",
             Class::Unattributed => "the symptom stays with every pass disabled: no optimization pass explains it",
+            Class::Contract => {
+                "the model's values contradict the shapes ONNX shape inference gives them, which the compiler relies on \
+                 (memory planning, fusions): an ONNX shape-inference or model problem, not a bug of the passes"
+            }
         }
     }
 }

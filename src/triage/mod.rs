@@ -28,7 +28,7 @@ use crate::compiler::worker::Worker;
 use crate::compiler::{Outcome, Status};
 use crate::graph::onnx;
 use crate::oracle::{Oracle, Symptom};
-use classify::{Class, Semantic};
+use classify::{Class, Classified, Semantic};
 use dd::{Culprits, Probe};
 use reduce::{Case, Limits};
 use serde::{Deserialize, Serialize};
@@ -328,6 +328,28 @@ fn class_of(
     };
     match semantic {
         Some(s) if s.class != Class::Optimizer => (s.class, s.note),
+        // a compiler that plans by shapes the values contradict is misled, whatever its passes do
+        _ if !c.passes.is_empty() && r.finding.relax.is_none() => match r.shape_contradiction(case) {
+            Some(why) => (
+                Class::Contract,
+                format!("{why}: the model's values contradict the shapes ONNX shape inference gives them"),
+            ),
+            None => filed(r, case, c, reference, semantic),
+        },
+        _ => filed(r, case, c, reference, semantic),
+    }
+}
+
+/// [`class_of`] of a confirmed finding whose model keeps its contracts: unattributed without culprits, or when
+/// disabling them does not cure it (the filing gate), else the semantic class or `optimizer`.
+fn filed(
+    r: &mut Reproducer,
+    case: &Case,
+    c: &Culprits,
+    reference: Option<&Outcome>,
+    semantic: Option<Classified>,
+) -> (Class, String) {
+    match semantic {
         _ if c.passes.is_empty() => {
             (Class::Unattributed, c.note.clone().unwrap_or_else(|| "no set of the fired passes explains it".into()))
         }

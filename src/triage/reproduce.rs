@@ -116,6 +116,13 @@ impl<'w> Reproducer<'w> {
         super::platform::refine(self, c, case, unoptimized, optimized)
     }
 
+    /// Where `case`'s values contradict the shapes ONNX shape inference gives them (see
+    /// [`Semantic::shape_contradiction`]); `None` without a semantic reference.
+    pub fn shape_contradiction(&mut self, case: &Case) -> Option<String> {
+        let model = onnx::encode_model(&case.model);
+        self.semantic.as_mut()?.shape_contradiction(&model, &case.feeds)
+    }
+
     /// Runs `model` under `config` with the finding's worker, counting the run.
     pub fn run(&mut self, model: &[u8], feeds: &[NamedTensor], config: &Config) -> Outcome {
         self.runs += 1;

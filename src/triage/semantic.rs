@@ -70,6 +70,17 @@ impl Semantic {
         self.evaluate_with(model, feeds, &[crate::compiler::FLOAT_ROUNDING.to_string()])
     }
 
+    /// Where the values of `model` contradict the shapes ONNX shape inference gives them (which a compiler plans
+    /// memory and fuses by), when they do; `None` when they agree or the reference cannot evaluate it.
+    pub fn shape_contradiction(&mut self, model: &[u8], feeds: &[NamedTensor]) -> Option<String> {
+        match self.evaluate_with(model, feeds, &[crate::compiler::INFERRED_SHAPES.to_string()]) {
+            Err(NoReference::Failed { message, .. }) => {
+                message.strip_prefix("inferred shapes: ").map(|m| m.to_string())
+            }
+            _ => None,
+        }
+    }
+
     /// The outputs of `model` evaluated with the approximations `names` (see [`crate::compiler::APPROXIMATE`]).
     pub fn run_approximated(
         &mut self,
