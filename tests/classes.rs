@@ -376,3 +376,16 @@ fn ort_values_contradicting_the_inferred_shapes_break_a_contract() {
     assert_eq!(bug["triage"]["class"], "contract", "{bug}");
     assert!(bug["triage"]["class_note"].as_str().unwrap().contains("the same dimension 'n4'"), "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 89, filed with NchwcTransformer as a co-faulty pass): MatmulTransposeFusion reorders a
+/// Cast and a Transpose, gives up on the rank and reports no change; the unresolved graph crashes NchwcTransformer.
+/// The graph it saves shows the change it did not report: it is the faulty pass, NchwcTransformer an enabler.
+#[test]
+fn ort_a_pass_that_changes_the_graph_without_reporting_it_is_the_faulty_one() {
+    let bug = reduce_kept("matmul-transpose-silent", "all").expect("a finding");
+    assert_eq!(bug["symptom"], "crash", "{bug}");
+    let (culprits, enablers) = (&bug["triage"]["culprits"], &bug["triage"]["enablers"]);
+    assert!(culprits.as_array().unwrap().contains(&"MatmulTransposeFusion".into()), "{bug}");
+    assert!(enablers.as_array().unwrap().contains(&"NchwcTransformer".into()), "{bug}");
+    assert!(!enablers.as_array().unwrap().contains(&"MatmulTransposeFusion".into()), "{bug}");
+}
