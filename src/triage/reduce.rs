@@ -278,6 +278,8 @@ pub fn apply(c: &Case, edit: &Edit, values: &HashMap<String, Tensor>) -> Option<
             }
         }
         Edit::DropAttr { node, key } => {
+            // an older form typed by its declarations keeps its attributes (ReduceMean-12 without `axes`: all)
+            (!crate::ops::since::older_by_declarations(g, g.node(*node), opset)).then_some(())?;
             g.node_attrs_mut(*node).remove(key)?;
         }
         Edit::Shrink { input, axis } => {
@@ -396,26 +398,22 @@ mod tests {
         }
         g.add_output(&prev, ty);
         let model = Model::new(g);
-        let feeds = inputs::generate(&model.graph, 1).unwrap();
-        Case { model, feeds }
+        Case { feeds: inputs::generate(&model.graph, 1).unwrap(), model }
     }
 
     fn ops_of(c: &Case) -> Vec<String> {
         c.model.graph.nodes_in_order().unwrap().iter().map(|n| n.op.name.clone()).collect()
     }
 
+    /// Whether `to` reads (transitively) what `from` computes.
     fn has_path(c: &Case, from: &str, to: &str) -> bool {
-        // `to` reads (transitively) what `from` computes
         let g = &c.model.graph;
-        let Some(src) = g.node_ids().find(|&id| g.node(id).op.name == from) else { return false };
-        let mut stack = vec![src];
+        let mut stack: Vec<NodeId> = g.node_ids().filter(|&id| g.node(id).op.name == from).take(1).collect();
         while let Some(n) = stack.pop() {
             if g.node(n).op.name == to {
                 return true;
             }
-            for o in &g.node(n).outputs {
-                stack.extend(g.consumers(o).into_iter().map(|(id, _)| id));
-            }
+            stack.extend(g.node(n).outputs.iter().flat_map(|o| g.consumers(o)).map(|(id, _)| id));
         }
         false
     }
@@ -447,6 +445,21 @@ mod tests {
         assert_eq!(r.case.feeds[0].tensor.dims, [1, 1], "both dims halved down to 1");
         let out = &r.case.model.graph.outputs[0];
         assert_eq!(r.case.model.graph.tensor_type(out).unwrap().dims(), Some(vec![1, 1]));
+    }
+
+    /// A review found ReduceMean-12 reduced without its `axes` beside a declared `[4, 1]`: types contradicted.
+    #[test]
+    fn an_older_form_typed_by_its_declarations_keeps_its_attributes() {
+        let mut case = chain(&["Relu", "ReduceMean"]);
+        case.model.opsets.insert(String::new(), 12);
+        let g = &mut case.model.graph;
+        let rm = g.node_ids().find(|&id| g.node(id).op.name == "ReduceMean").unwrap();
+        g.node_attrs_mut(rm).insert("axes".into(), crate::graph::Attr::Ints(vec![-1]));
+        g.types.insert("v1".into(), TensorType::new(DType::F32, &[4, 1]).into());
+        let mut check = |c: &Case| ops_of(c).contains(&"ReduceMean".to_string());
+        let r = reduce(case, &mut check, &mut |_| HashMap::new(), Limits::default());
+        let g = &r.case.model.graph;
+        assert!(g.node_ids().any(|id| g.node(id).attrs.contains_key("axes")), "an older form keeps its attributes");
     }
 
     #[test]
