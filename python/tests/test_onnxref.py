@@ -247,3 +247,15 @@ def test_values_contradicting_the_inferred_shapes_are_reported_where_inference_c
     else:
         assert r["status"] == "ok", r["message"]
     assert ref.run(_slices(opset).SerializeToString(), feeds)["status"] == "ok"
+
+
+def test_sum_of_negative_zeros_is_negative_zero():
+    # onnx.reference's Sum started from the integer 0, so -0 + -0 gave +0 and 1/x the wrong infinity
+    z = np.array([-0.0, -0.0], np.float32)
+    nodes = [h.make_node("Sum", ["a", "b"], ["s"]), h.make_node("Reciprocal", ["s"], ["r"])]
+    ins = [h.make_tensor_value_info(n, T.FLOAT, [2]) for n in "ab"]
+    g = h.make_graph(nodes, "g", ins, [h.make_tensor_value_info("r", T.FLOAT, [2])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    r = ref.run(m.SerializeToString(), [nh.from_array(z, n).SerializeToString() for n in "ab"])
+    assert r["status"] == "ok", r["message"]
+    assert np.all(nh.to_array(onnx.load_tensor_from_string(r["outputs"][0])) == -np.inf)

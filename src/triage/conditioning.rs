@@ -12,6 +12,7 @@ use crate::compiler::{NamedTensor, Outcome};
 use crate::graph::{DType, Tensor};
 use crate::oracle::{Oracle, Tolerance};
 use rand::{Rng, SeedableRng};
+use std::collections::HashSet;
 
 /// How many ULPs (relative, of each input's dtype) a perturbation moves each float input element, at most.
 pub const PERTURB_ULPS: f64 = 4.0;
@@ -31,13 +32,17 @@ fn epsilon(d: DType) -> Option<f64> {
     }
 }
 
-/// `feeds` with every float element multiplied by `1 + u·PERTURB_ULPS·eps`, u uniform in [-1, 1] (seeded).
-pub fn perturbed(feeds: &[NamedTensor], seed: u64) -> Vec<NamedTensor> {
+/// `feeds` with every float element multiplied by `1 + u·PERTURB_ULPS·eps`, u uniform in [-1, 1] (seeded), but
+/// those `fixed` names.
+pub fn perturbed(feeds: &[NamedTensor], seed: u64, fixed: &HashSet<String>) -> Vec<NamedTensor> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     feeds
         .iter()
         .map(|f| {
             let t = &f.tensor;
+            if fixed.contains(&f.name) {
+                return f.clone();
+            }
             let (Some(eps), Some(values)) = (epsilon(t.dtype), t.to_f64s()) else { return f.clone() };
             let moved: Vec<f64> =
                 values.iter().map(|v| v * (1.0 + rng.random_range(-1.0..=1.0) * PERTURB_ULPS * eps)).collect();
@@ -49,29 +54,26 @@ pub fn perturbed(feeds: &[NamedTensor], seed: u64) -> Vec<NamedTensor> {
 
 /// `model` with every element of its float initializers moved as in [`perturbed`]: a constant a pass folds is
 /// rounded to its dtype, so a correct fold (a float16 BatchNormalization into float16 weights) moves the result as
-/// far as constants moved by a few ULPs do. Quantized models keep theirs (a scale moved moves rounding boundaries).
-pub fn perturbed_model(model: &crate::graph::Model, seed: u64) -> crate::graph::Model {
+/// far as constants moved by a few ULPs do. Constants a quantized op reads, directly or through what they feed,
+/// stay (a scale moved moves rounding boundaries): `fixed`, [`super::holds::before_quantized_ops`].
+pub fn perturbed_model(model: &crate::graph::Model, seed: u64, fixed: &HashSet<String>) -> crate::graph::Model {
     let mut moved = model.clone();
-    if super::holds::has_quantized_ops(model) {
-        return moved;
-    }
     let as_feeds: Vec<NamedTensor> = model
         .graph
         .initializers
         .iter()
         .map(|(name, t)| NamedTensor { name: name.clone(), tensor: t.clone() })
         .collect();
-    for f in perturbed(&as_feeds, seed ^ 0x5eed_c0de) {
+    for f in perturbed(&as_feeds, seed ^ 0x5eed_c0de, fixed) {
         moved.graph.initializers.insert(f.name, f.tensor);
     }
     moved
 }
 
-/// Whether [`perturbed`] and [`perturbed_model`] move anything: a float input or a float initializer of a model
-/// without quantized ops.
-pub fn can_perturb(model: &crate::graph::Model, feeds: &[NamedTensor]) -> bool {
-    feeds.iter().any(|f| f.tensor.dtype.is_float())
-        || (!super::holds::has_quantized_ops(model) && model.graph.initializers.values().any(|t| t.dtype.is_float()))
+/// Whether [`perturbed`] and [`perturbed_model`] move anything: a float input or initializer not `fixed`.
+pub fn can_perturb(model: &crate::graph::Model, feeds: &[NamedTensor], fixed: &HashSet<String>) -> bool {
+    let movable = |name: &String, t: &Tensor| t.dtype.is_float() && !fixed.contains(name);
+    feeds.iter().any(|f| movable(&f.name, &f.tensor)) || model.graph.initializers.iter().any(|(n, t)| movable(n, t))
 }
 
 /// Refines class `optimizer` to [`Class::Precision`] when every element where `optimized` is beyond tolerance of
@@ -267,7 +269,7 @@ mod tests {
     }
 
     /// A fold rounds the constants it computes: a float model's initializers move by a few ULPs, never more, and
-    /// integers stay; a quantized model keeps its scales (moving one moves rounding boundaries).
+    /// integers stay; what a quantized op reads stays (moving a scale moves rounding boundaries).
     #[test]
     fn perturbed_constants_move_by_a_few_ulps_unless_the_model_is_quantized() {
         use crate::graph::{Graph, Model, Node, OpId};
@@ -278,8 +280,9 @@ mod tests {
         g.add_node(Node::new("add", OpId::onnx("Add"), vec!["x".into(), "w".into()], vec!["y".into()])).unwrap();
         g.add_output("y", crate::graph::TensorType::new(DType::F16, &[3]));
         let model = Model::new(g);
-        assert!(can_perturb(&model, &[]));
-        let moved = perturbed_model(&model, 1);
+        let fixed = |m: &Model| super::super::holds::before_quantized_ops(m);
+        assert!(can_perturb(&model, &[], &fixed(&model)));
+        let moved = perturbed_model(&model, 1, &fixed(&model));
         let (w0, w1) =
             (model.graph.initializers["w"].to_f64s().unwrap(), moved.graph.initializers["w"].to_f64s().unwrap());
         assert_ne!(w0, w1, "float constants move");
@@ -291,7 +294,7 @@ mod tests {
         q.graph
             .add_node(Node::new("q", OpId::onnx("QuantizeLinear"), vec!["y".into(), "w".into()], vec!["z".into()]))
             .unwrap();
-        assert_eq!(perturbed_model(&q, 1).graph.initializers, q.graph.initializers);
-        assert!(!can_perturb(&q, &[]));
+        assert_eq!(perturbed_model(&q, 1, &fixed(&q)).graph.initializers, q.graph.initializers);
+        assert!(!can_perturb(&q, &[], &fixed(&q)));
     }
 }

@@ -47,7 +47,7 @@ pub fn outputs_without_quantized_ops(model: &crate::graph::Model) -> std::collec
                 // float32 would: the float64 evaluation moves no rounding boundary there (a ConvMulFusion output
                 // computed from a quantized graph input was left out, and its float16 rounding filed as a bug)
                 let of_given = matches!(n.op.name.as_str(), "QuantizeLinear" | "DynamicQuantizeLinear")
-                    && n.inputs.first().is_some_and(|x| g.inputs.contains(x) || g.initializers.contains_key(x));
+                    && n.inputs.first().is_some_and(|x| given(g, x, 0));
                 if is_quantized(n) && !of_given {
                     return false;
                 }
@@ -57,6 +57,41 @@ pub fn outputs_without_quantized_ops(model: &crate::graph::Model) -> std::collec
         })
         .cloned()
         .collect()
+}
+
+/// Ops that move, select or repeat values without computing new ones: what they make of given values is given.
+const MOVES: &[&str] =
+    &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Expand", "Tile", "Slice", "Concat"];
+
+/// Whether `value` is given (a graph input, an initializer) or moved from given values only ([`MOVES`]): a
+/// quantization of it rounds the same elements in float64 (a reshaped graph input, dynamically quantized).
+fn given(g: &crate::graph::Graph, value: &str, depth: usize) -> bool {
+    if g.inputs.iter().any(|i| i == value) || g.initializers.contains_key(value) {
+        return true;
+    }
+    let Some(at) = g.producer(value) else { return false };
+    let n = g.node(at.node);
+    depth < 16
+        && MOVES.contains(&n.op.name.as_str())
+        && n.op.domain.is_empty()
+        && n.inputs.iter().filter(|i| !i.is_empty()).all(|i| given(g, i, depth + 1))
+}
+
+/// The values of `model`'s main graph a quantized op reads, directly or through what they feed: moving one (a
+/// perturbed input, a scale) moves a rounding boundary, so rounding there is no measure of a float computation.
+pub fn before_quantized_ops(model: &crate::graph::Model) -> std::collections::HashSet<String> {
+    let g = &model.graph;
+    let mut todo: Vec<String> =
+        g.node_ids().map(|id| g.node(id)).filter(|n| is_quantized(n)).flat_map(|n| n.reads()).collect();
+    let mut seen = std::collections::HashSet::new();
+    while let Some(v) = todo.pop() {
+        if seen.insert(v.clone()) {
+            if let Some(at) = g.producer(&v) {
+                todo.extend(g.node(at.node).reads());
+            }
+        }
+    }
+    seen
 }
 
 /// Whether a model computes in float16 or bfloat16 anywhere (a value, an initializer or a Cast target).
@@ -115,7 +150,19 @@ mod tests {
         g.add_node(q("r", "qr")).unwrap();
         g.add_output("r", TensorType::new(DType::F32, &[2]));
         g.add_output("qr", TensorType::new(DType::U8, &[2]));
-        assert_eq!(outputs_without_quantized_ops(&Model::new(g)), ["r".to_string()].into());
+        let m2 = Model::new(g);
+        assert_eq!(outputs_without_quantized_ops(&m2), ["r".to_string()].into());
+        // what a quantized op reads, however far back, stays when inputs are perturbed; what it does not read moves
+        assert_eq!(before_quantized_ops(&m2), ["x", "s", "r", "f", "qx"].map(String::from).into());
+        // a dynamic quantization of a reshaped graph input rounds the same elements in float64: comparable
+        let mut g = Graph::new("g");
+        g.add_input("x", TensorType::new(DType::F32, &[2]));
+        g.add_initializer("shape", crate::graph::Tensor::from_i64(&[2], &[1, 2]));
+        g.add_node(Node::new("r", OpId::onnx("Reshape"), vec!["x".into(), "shape".into()], vec!["rx".into()])).unwrap();
+        let outs = vec!["q".into(), "qs".into(), "qz".into()];
+        g.add_node(Node::new("d", OpId::onnx("DynamicQuantizeLinear"), vec!["rx".into()], outs)).unwrap();
+        g.add_output("qs", TensorType::new(DType::F32, &[]));
+        assert_eq!(outputs_without_quantized_ops(&Model::new(g)), ["qs".to_string()].into());
         // a float branch beside a quantized one stays comparable
         let mut g = m.graph.clone();
         g.add_node(Node::new("relu", OpId::onnx("Relu"), vec!["c".into()], vec!["r".into()])).unwrap();

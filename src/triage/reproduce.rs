@@ -98,12 +98,18 @@ impl<'w> Reproducer<'w> {
         // at an ill-conditioned input, rounding alone moves the exact result as far: perturbed inputs tell
         let c = match (&semantic, self.semantic.as_mut()) {
             (Ok(truth), Some(s))
-                if c.class == Class::Optimizer && conditioning::can_perturb(&case.model, &case.feeds) =>
+                if c.class == Class::Optimizer
+                    && conditioning::can_perturb(
+                        &case.model,
+                        &case.feeds,
+                        &holds::before_quantized_ops(&case.model),
+                    ) =>
             {
+                let fixed = holds::before_quantized_ops(&case.model);
                 let runs: Vec<Outcome> = (1..=conditioning::PERTURBATIONS)
                     .filter_map(|k| {
-                        let model = onnx::encode_model(&conditioning::perturbed_model(&case.model, k));
-                        s.run(&model, &conditioning::perturbed(&case.feeds, k)).ok()
+                        let model = onnx::encode_model(&conditioning::perturbed_model(&case.model, k, &fixed));
+                        s.run(&model, &conditioning::perturbed(&case.feeds, k, &fixed)).ok()
                     })
                     .collect();
                 conditioning::refine(&self.oracle, c, truth, optimized, &runs)
