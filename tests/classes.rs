@@ -389,3 +389,45 @@ fn ort_a_pass_that_changes_the_graph_without_reporting_it_is_the_faulty_one() {
     assert!(enablers.as_array().unwrap().contains(&"NchwcTransformer".into()), "{bug}");
     assert!(!enablers.as_array().unwrap().contains(&"MatmulTransposeFusion".into()), "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 113, filed with QDQPropagationTransformer and QDQS8ToU8Transformer both faulty, #25526):
+/// in a Loop body, the Q propagation inserts keeps `output_dtype=INT8` once QDQS8ToU8Transformer makes its zero
+/// point uint8. Saved with only the propagation on (no later pass folding the new Q), the graph is correct and
+/// shows the error under QDQS8ToU8Transformer alone: the propagation is the enabler.
+#[test]
+fn ort_an_enabler_is_found_on_the_graph_it_alone_saves() {
+    let bug = reduce_kept("s8tou8-after-propagation-in-loop", "all").expect("a finding");
+    assert_eq!(bug["triage"]["enablers"], serde_json::json!(["QDQPropagationTransformer"]), "{bug}");
+    let culprits = bug["triage"]["culprits"].as_array().unwrap();
+    assert!(culprits.contains(&"QDQS8ToU8Transformer".into()), "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 113, filed as a GeluApproximation bug): under the opt-in approximation a Gelu of
+/// -1.07e-6 becomes -0, and the Sign after it 0 instead of -1. A step of a float is judged by the float it reads,
+/// as an integer Cast is: within rounding of the float64 value, precision.
+#[test]
+fn ort_a_sign_of_a_float_on_its_boundary_is_precision() {
+    let bug = reduce_kept("sign-of-approximated-gelu", "all+gelu_approx").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("steps of floats"), "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 113, filed as a LayerNormFusionL1 bug): a layer normalization of nearly equal rows,
+/// 0.2 off the float64 values in both runs, beside a row that is NaN in all three. NaN where the float64 value is
+/// NaN is no error: the rest is judged, precision.
+#[test]
+fn ort_rows_nan_on_every_side_leave_the_rest_to_the_float64_judgement() {
+    let bug = reduce_kept("layernorm-nan-rows", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("evaluated in float64"), "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 113, filed as a ConvMulFusion bug): a float16 Conv and Mul in a Loop body, their weights
+/// body initializers, read from an integer MatMul of 3e4 to 6e4. The fold rounds the weights to float16; moving the
+/// body's constants by a few ULPs moves the reference as far (the main graph's integer inputs stay): precision.
+#[test]
+fn ort_a_float16_fold_of_a_loop_bodys_weights_is_precision() {
+    let bug = reduce_kept("convmul-fp16-loop-weights", "all").expect("a finding");
+    assert_eq!(bug["triage"]["culprits"], serde_json::json!(["ConvMulFusion"]), "{bug}");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+}

@@ -72,13 +72,22 @@ impl Reproducer<'_> {
         // greedily: take the first culprit that is an enabler on the current graph, continue from the graph
         // it produced with the rest (an enabler may only become one after another has run)
         let (mut graph, mut rest, mut enablers, mut saves) = (model.clone(), culprits.to_vec(), Vec::new(), 0);
+        // every pass that runs at the level: a pass that did not fire may still fold what an enabler leaves
+        // (a Q that QDQPropagationTransformer inserts, folded before QDQS8ToU8Transformer sees it)
+        let level = self.passes_at_level();
         while rest.len() >= 2 {
             let mut found = None;
-            for p in &rest {
+            for (p, only) in rest.iter().flat_map(|p| [(p, false), (p, true)]) {
                 saves += 1;
                 let path = tmp.path().join(format!("after-{saves}.onnx"));
                 let others: Vec<String> = rest.iter().filter(|q| *q != p).cloned().collect();
-                if let Some(after) = self.enabled_graph(&graph, &case.feeds, p, &others, &path, &reference) {
+                let mut c = self.config_enabling(std::slice::from_ref(p));
+                if only {
+                    let more: Vec<String> =
+                        level.iter().filter(|q| *q != p && !c.disabled.contains(q)).cloned().collect();
+                    c.disabled.extend(more);
+                }
+                if let Some(after) = self.enabled_graph(&graph, &case.feeds, c, &others, &path, &reference) {
                     found = Some((p.clone(), after));
                     break;
                 }
@@ -101,18 +110,17 @@ impl Reproducer<'_> {
         Split { faulty: rest, enablers, runs }
     }
 
-    /// The graph `p` alone makes of `graph` (saved to `path`) when `p` is an enabler there: that graph runs
-    /// unoptimized as the original does, and `others` alone show the symptom on it.
+    /// The graph a pass alone makes of `graph` under `c` (saved to `path`) when the pass is an enabler there: that
+    /// graph runs unoptimized as the original does, and `others` alone show the symptom on it.
     fn enabled_graph(
         &mut self,
         graph: &[u8],
         feeds: &[crate::compiler::NamedTensor],
-        p: &str,
+        mut c: crate::compiler::Config,
         others: &[String],
         path: &std::path::Path,
         reference: &Outcome,
     ) -> Option<Vec<u8>> {
-        let mut c = self.config_enabling(&[p.to_string()]);
         c.save_optimized = Some(path.to_path_buf());
         if self.run(graph, feeds, &c).status != Status::Ok {
             return None;

@@ -80,7 +80,11 @@ fn given(g: &crate::graph::Graph, value: &str, depth: usize) -> bool {
 /// The values of `model`'s main graph a quantized op reads, directly or through what they feed: moving one (a
 /// perturbed input, a scale) moves a rounding boundary, so rounding there is no measure of a float computation.
 pub fn before_quantized_ops(model: &crate::graph::Model) -> std::collections::HashSet<String> {
-    let g = &model.graph;
+    before_quantized_in(&model.graph)
+}
+
+/// [`before_quantized_ops`] of one graph (a control-flow body: what its own quantized ops read).
+pub fn before_quantized_in(g: &crate::graph::Graph) -> std::collections::HashSet<String> {
     let mut todo: Vec<String> =
         g.node_ids().map(|id| g.node(id)).filter(|n| is_quantized(n)).flat_map(|n| n.reads()).collect();
     let mut seen = std::collections::HashSet::new();

@@ -314,7 +314,7 @@ impl<'w> Reproducer<'w> {
 
     /// Every pass the target runs at the finding's level, from a run of a two-node model (Relu -> Transpose: ORT's
     /// TransposeOptimizer only reports running on a graph with a Transpose).
-    fn passes_at_level(&mut self) -> Vec<String> {
+    pub(super) fn passes_at_level(&mut self) -> Vec<String> {
         use crate::graph::{DType, Graph, Node, OpId, TensorType};
         let mut g = Graph::new("probe");
         g.add_input("x", TensorType::new(DType::F32, &[1, 2]));
