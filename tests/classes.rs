@@ -351,7 +351,9 @@ fn ort_saturation_whose_precise_run_trips_another_bug_is_still_platform() {
 fn ort_outputs_that_each_round_differently_are_precision_together() {
     let bug = reduce_kept("layernorm-outputs-alone", "all").expect("a finding");
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
-    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("judged alone"), "{bug}");
+    // a DequantizeLinear of the int8 mean, reshaped: steps of a float, judged by the mean (or each output alone)
+    let note = bug["triage"]["class_note"].as_str().unwrap();
+    assert!(note.contains("judged alone") || note.contains("rounding boundary"), "{bug}");
 }
 
 /// ONNX Runtime 1.32.0 (seed 89, filed as a ConvBNFusion bug): a float16 Conv and BatchNormalization of constants.

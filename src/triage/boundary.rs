@@ -57,7 +57,18 @@ pub fn refine(
 /// Float ops whose result jumps where their input crosses a boundary (Sign at 0, Floor at an integer): one ULP of
 /// rounding in the input moves the result by a whole unit, as a Cast to an integer does (a review found an
 /// approximated Gelu of -1e-6 rounded to -0, and its Sign 0 instead of -1, filed as a bug).
-const STEPS: &[&str] = &["Sign", "Floor", "Ceil", "Round"];
+/// A DequantizeLinear is one too: the float it makes is a whole number of steps.
+const STEPS: &[&str] = &["Sign", "Floor", "Ceil", "Round", "DequantizeLinear"];
+
+/// Whether float value `v` is a whole number of steps: a [`STEPS`] result, or one moved (reshaped, sliced) from it.
+fn discrete(g: &crate::graph::Graph, v: &str, depth: usize) -> bool {
+    let Some(at) = g.producer(v) else { return false };
+    let n = g.node(at.node);
+    STEPS.contains(&n.op.name.as_str())
+        || (depth < 16
+            && holds::MOVES.contains(&n.op.name.as_str())
+            && n.inputs.first().is_some_and(|x| discrete(g, x, depth + 1)))
+}
 
 /// `case` returning also the float values its differing outputs are computed from: following the differing
 /// outputs back through integer and bool values (casts, reshapes, slices, pads, integer arithmetic) and the results
@@ -70,8 +81,7 @@ fn float_sources(
 ) -> Option<(Case, std::collections::HashSet<String>)> {
     let g = &case.model.graph;
     let types = super::reduce::types_of(&case.model)?;
-    let step = |v: &str| g.producer(v).is_some_and(|at| STEPS.contains(&g.node(at.node).op.name.as_str()));
-    let is_float = |v: &str| types.get(v).is_some_and(|t| t.dtype.is_float()) && !step(v);
+    let is_float = |v: &str| types.get(v).is_some_and(|t| t.dtype.is_float()) && !discrete(g, v, 0);
     let mut todo = Vec::new();
     for (u, o) in unoptimized.outputs.iter().zip(&optimized.outputs) {
         if u.tensor != o.tensor && !is_float(&u.name) {
@@ -89,7 +99,8 @@ fn float_sources(
         if n.subgraphs().next().is_some() {
             return None;
         }
-        for x in n.reads() {
+        // a graph input or an initializer (a scale) is the same in both runs
+        for x in n.reads().into_iter().filter(|x| g.producer(x).is_some()) {
             if is_float(&x) {
                 if !floats.contains(&x) {
                     floats.push(x);

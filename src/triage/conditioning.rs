@@ -54,8 +54,8 @@ pub fn perturbed(feeds: &[NamedTensor], seed: u64, fixed: &HashSet<String>) -> V
 
 /// `model` with every element of its float initializers moved as in [`perturbed`]: a constant a pass folds is
 /// rounded to its dtype, so a correct fold (a float16 BatchNormalization into float16 weights) moves the result as
-/// far as constants moved by a few ULPs do. Constants a quantized op reads, directly or through what they feed,
-/// stay (a scale moved moves rounding boundaries): `fixed`, [`super::holds::before_quantized_ops`].
+/// far as constants moved by a few ULPs do. Constants a rounding boundary reads (a quantized op, an integer Cast),
+/// directly or through what they feed, stay (`fixed`, [`super::holds::before_boundaries`]).
 pub fn perturbed_model(model: &crate::graph::Model, seed: u64, fixed: &HashSet<String>) -> crate::graph::Model {
     let mut moved = model.clone();
     perturb_graph(&mut moved.graph, seed ^ 0x5eed_c0de, fixed);
@@ -63,16 +63,19 @@ pub fn perturbed_model(model: &crate::graph::Model, seed: u64, fixed: &HashSet<S
 }
 
 /// Moves the float initializers of `g` not `fixed`, and those of its bodies (a Loop's weights) by what their own
-/// quantized ops read.
+/// rounding boundaries read, unless a boundary reads the body's results.
 fn perturb_graph(g: &mut crate::graph::Graph, seed: u64, fixed: &HashSet<String>) {
     let as_feeds: Vec<NamedTensor> =
         g.initializers.iter().map(|(name, t)| NamedTensor { name: name.clone(), tensor: t.clone() }).collect();
     for f in perturbed(&as_feeds, seed, fixed) {
         g.initializers.insert(f.name, f.tensor);
     }
-    let ids: Vec<_> = g.node_ids().collect();
+    // a body whose results a rounding boundary reads keeps its constants
+    let ids: Vec<_> = g.node_ids().filter(|&id| !g.node(id).outputs.iter().any(|o| fixed.contains(o))).collect();
     for (k, id) in ids.into_iter().enumerate() {
-        g.edit_bodies(id, |b| perturb_graph(b, seed.wrapping_add(k as u64 + 1), &super::holds::before_quantized_in(b)));
+        g.edit_bodies(id, |b| {
+            perturb_graph(b, seed.wrapping_add(k as u64 + 1), &super::holds::before_boundaries_in(b))
+        });
     }
 }
 
@@ -292,7 +295,7 @@ mod tests {
     }
 
     /// A fold rounds the constants it computes: a float model's initializers move by a few ULPs, never more, and
-    /// integers stay; what a quantized op reads stays (moving a scale moves rounding boundaries).
+    /// integers stay; what a quantized op reads stays (moving a scale moves its rounding boundaries).
     #[test]
     fn perturbed_constants_move_by_a_few_ulps_unless_the_model_is_quantized() {
         use crate::graph::{Graph, Model, Node, OpId};
@@ -303,7 +306,7 @@ mod tests {
         g.add_node(Node::new("add", OpId::onnx("Add"), vec!["x".into(), "w".into()], vec!["y".into()])).unwrap();
         g.add_output("y", crate::graph::TensorType::new(DType::F16, &[3]));
         let model = Model::new(g);
-        let fixed = |m: &Model| super::super::holds::before_quantized_ops(m);
+        let fixed = |m: &Model| super::super::holds::before_boundaries(m);
         assert!(can_perturb(&model, &[], &fixed(&model)));
         let moved = perturbed_model(&model, 1, &fixed(&model));
         let (w0, w1) =

@@ -60,7 +60,7 @@ pub fn outputs_without_quantized_ops(model: &crate::graph::Model) -> std::collec
 }
 
 /// Ops that move, select or repeat values without computing new ones: what they make of given values is given.
-const MOVES: &[&str] =
+pub(super) const MOVES: &[&str] =
     &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Expand", "Tile", "Slice", "Concat"];
 
 /// Whether `value` is given (a graph input, an initializer) or moved from given values only ([`MOVES`]): a
@@ -77,16 +77,44 @@ fn given(g: &crate::graph::Graph, value: &str, depth: usize) -> bool {
         && n.inputs.iter().filter(|i| !i.is_empty()).all(|i| given(g, i, depth + 1))
 }
 
-/// The values of `model`'s main graph a quantized op reads, directly or through what they feed: moving one (a
-/// perturbed input, a scale) moves a rounding boundary, so rounding there is no measure of a float computation.
-pub fn before_quantized_ops(model: &crate::graph::Model) -> std::collections::HashSet<String> {
-    before_quantized_in(&model.graph)
+/// Ops whose result is discrete though they read floats: one ULP in the input may move it by a whole unit.
+const DISCRETE: &[&str] = &[
+    "Sign",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Less",
+    "LessOrEqual",
+    "Greater",
+    "GreaterOrEqual",
+    "Equal",
+    "ArgMax",
+    "ArgMin",
+    "TopK",
+    "NonZero",
+    "IsInf",
+    "IsNaN",
+];
+
+/// Whether `n` makes discrete values of what it reads: a quantized op, a Cast to an integer or bool, a comparison,
+/// a step ([`DISCRETE`]).
+fn is_boundary(n: &crate::graph::Node) -> bool {
+    let to_discrete = matches!(n.op.name.as_str(), "Cast" | "CastLike")
+        && n.attr_int("to").is_none_or(|c| !DType::from_onnx(c as i32).is_float());
+    is_quantized(n) || to_discrete || DISCRETE.contains(&n.op.name.as_str())
 }
 
-/// [`before_quantized_ops`] of one graph (a control-flow body: what its own quantized ops read).
-pub fn before_quantized_in(g: &crate::graph::Graph) -> std::collections::HashSet<String> {
+/// The values of `model`'s main graph a rounding boundary reads (a quantized op, an integer Cast, a comparison),
+/// directly or through what they feed: moving one (a perturbed input, a scale) moves the result by whole units, so
+/// rounding there is no measure of a float computation.
+pub fn before_boundaries(model: &crate::graph::Model) -> std::collections::HashSet<String> {
+    before_boundaries_in(&model.graph)
+}
+
+/// [`before_boundaries`] of one graph (a control-flow body: what its own boundaries read).
+pub fn before_boundaries_in(g: &crate::graph::Graph) -> std::collections::HashSet<String> {
     let mut todo: Vec<String> =
-        g.node_ids().map(|id| g.node(id)).filter(|n| is_quantized(n)).flat_map(|n| n.reads()).collect();
+        g.node_ids().map(|id| g.node(id)).filter(|n| is_boundary(n)).flat_map(|n| n.reads()).collect();
     let mut seen = std::collections::HashSet::new();
     while let Some(v) = todo.pop() {
         if seen.insert(v.clone()) {
@@ -157,7 +185,7 @@ mod tests {
         let m2 = Model::new(g);
         assert_eq!(outputs_without_quantized_ops(&m2), ["r".to_string()].into());
         // what a quantized op reads, however far back, stays when inputs are perturbed; what it does not read moves
-        assert_eq!(before_quantized_ops(&m2), ["x", "s", "r", "f", "qx"].map(String::from).into());
+        assert_eq!(before_boundaries(&m2), ["x", "s", "r", "f", "qx"].map(String::from).into());
         // a dynamic quantization of a reshaped graph input rounds the same elements in float64: comparable
         let mut g = Graph::new("g");
         g.add_input("x", TensorType::new(DType::F32, &[2]));

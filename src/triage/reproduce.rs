@@ -99,13 +99,9 @@ impl<'w> Reproducer<'w> {
         let c = match (&semantic, self.semantic.as_mut()) {
             (Ok(truth), Some(s))
                 if c.class == Class::Optimizer
-                    && conditioning::can_perturb(
-                        &case.model,
-                        &case.feeds,
-                        &holds::before_quantized_ops(&case.model),
-                    ) =>
+                    && conditioning::can_perturb(&case.model, &case.feeds, &holds::before_boundaries(&case.model)) =>
             {
-                let fixed = holds::before_quantized_ops(&case.model);
+                let fixed = holds::before_boundaries(&case.model);
                 let runs: Vec<Outcome> = (1..=conditioning::PERTURBATIONS)
                     .filter_map(|k| {
                         let model = onnx::encode_model(&conditioning::perturbed_model(&case.model, k, &fixed));
