@@ -433,3 +433,23 @@ fn ort_a_float16_fold_of_a_loop_bodys_weights_is_precision() {
     assert_eq!(bug["triage"]["culprits"], serde_json::json!(["ConvMulFusion"]), "{bug}");
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 113, filed as a LayerNormFusionL1 bug): the square root of a mean that is exactly
+/// -2^-23 below 1 is NaN; the fused run gives NaN, the unoptimized one 0 by rounding. Against float64 the
+/// unoptimized run is infinitely off and the optimized one exact: precision.
+#[test]
+fn ort_an_optimized_nan_where_the_exact_value_is_nan_is_precision() {
+    let bug = reduce_kept("layernorm-exact-nan", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("evaluated in float64"), "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 113, filed as a MatMulAddFusion bug, a duplicate in review): GemmTransposeFusion fuses
+/// the Gemm MatMulAddFusion made, loses an edge, and the graph fails before it reports firing. MatMulAddFusion alone
+/// shows it only while the unfired passes run: the search among every pass that runs names GemmTransposeFusion.
+#[test]
+fn ort_a_pass_that_fails_before_reporting_is_found_among_every_pass_that_runs() {
+    let bug = reduce_kept("gemm-transpose-unreported", "all").expect("a finding");
+    let culprits = bug["triage"]["culprits"].as_array().unwrap();
+    assert!(culprits.contains(&"GemmTransposeFusion".into()), "{bug}");
+}

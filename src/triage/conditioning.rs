@@ -157,9 +157,9 @@ pub fn refine(
 }
 
 /// How far a run is from the exact values (`exact`, the model evaluated in float64) over its float outputs (by
-/// position): the largest |run - exact| and how many elements are beyond `tol` of the exact value, over the elements
-/// where both are finite; `None` when an output does not compare (another length, a non-finite value on one side
-/// only: NaN where the exact value is NaN too, or the same infinity, is no error).
+/// position): the largest |run - exact| and how many elements are beyond `tol` of the exact value (NaN where the
+/// exact value is NaN too, or the same infinity, is no error; a non-finite value on one side only is an infinite
+/// one); `None` when an output does not compare (another length).
 fn float_error(run: &Outcome, exact: &Outcome, tol: Tolerance, only: &[usize]) -> Option<(f64, usize)> {
     let (mut worst, mut beyond) = (0.0f64, 0usize);
     for (k, (r, e)) in run.outputs.iter().zip(&exact.outputs).enumerate() {
@@ -173,10 +173,10 @@ fn float_error(run: &Outcome, exact: &Outcome, tol: Tolerance, only: &[usize]) -
         let (atol, rtol) = tol.float_rule(r.tensor.dtype).unwrap_or((0.0, 0.0));
         for (x, y) in a.iter().zip(&b) {
             if !x.is_finite() || !y.is_finite() {
-                if (x.is_nan() && y.is_nan()) || x == y {
-                    continue;
+                if !((x.is_nan() && y.is_nan()) || x == y) {
+                    (worst, beyond) = (f64::INFINITY, beyond + 1);
                 }
-                return None;
+                continue;
             }
             worst = worst.max((x - y).abs());
             beyond += ((x - y).abs() > atol + rtol * y.abs()) as usize;
@@ -225,7 +225,8 @@ pub fn refine_float64(
     }
     match (float_error(unoptimized, exact, tol, &differing), float_error(optimized, exact, tol, &differing)) {
         // within the same order as the unoptimized error, or within tolerance of the exact values everywhere
-        (Some((u, ub)), Some((o, ob))) if o <= SAME_ORDER * u || ob == 0 => Classified {
+        // (an unoptimized run finite where the exact value is NaN is infinitely off; an optimized one never is)
+        (Some((u, ub)), Some((o, ob))) if o.is_finite() && (o <= SAME_ORDER * u || ob == 0) => Classified {
             class: Class::Precision,
             note: format!(
                 "{}; against the model evaluated in float64 the optimized result is off by the same order (max \
@@ -288,6 +289,9 @@ mod tests {
         let nan = f64::NAN;
         assert_eq!(class(&[nan, 1.0003, 2.0], &[nan, 1.0, 2.0006], &[nan, 1.0, 2.0]), Class::Precision);
         assert_eq!(class(&[nan, 1.0003, 2.0], &[nan, 1.0, nan], &[nan, 1.0, 2.0]), Class::Optimizer);
+        // the exact value NaN (a square root of -2^-23): the optimized NaN is right, the unoptimized 0 rounding
+        assert_eq!(class(&[0.0, 1.0], &[nan, 1.0], &[nan, 1.0]), Class::Precision);
+        assert_eq!(class(&[nan, 1.0], &[0.0, 1.0], &[nan, 1.0]), Class::Optimizer);
         // an output a quantized op computes is not compared with a float64 evaluation
         let (c, tol) = (Classified { class: Class::Optimizer, note: String::new() }, Tolerance::default());
         let (u, o, e) = (run(&unopt, DType::F32), run(&[1.0, 2.0, 4.00035], DType::F32), run(&exact, DType::F64));

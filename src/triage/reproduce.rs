@@ -264,7 +264,12 @@ impl<'w> Reproducer<'w> {
         // an error raised in a pass names it (`culprits` adds it): the fired passes are only its enablers
         let raised = self.raised_in().is_some();
         let beyond_fired = [dd::SHOWN_WITH_NONE, dd::NONE_CANNOT_RUN];
-        if raised || !first.passes.is_empty() || !first.note.as_deref().is_some_and(|n| beyond_fired.contains(&n)) {
+        if raised || (first.passes.is_empty() && !first.note.as_deref().is_some_and(|n| beyond_fired.contains(&n))) {
+            return first;
+        }
+        // the culprits alone among every pass that runs, not only the fired ones: a pass whose rewrite breaks the
+        // graph before it reports firing is needed too (GemmTransposeFusion on the Gemm MatMulAddFusion made)
+        if !first.passes.is_empty() && !self.needs_unfired_passes(model, feeds, reference, &first.passes) {
             return first;
         }
         // a pass that crashes or fails never reports that it modified the graph, and one a culprit shadows fires
@@ -294,6 +299,10 @@ impl<'w> Reproducer<'w> {
         let saved = std::mem::replace(&mut self.finding.fired, universe.clone());
         let mut wide = dd::culprits(&universe, &mut |e: &[String]| probe(self, e));
         wide.runs += first.runs;
+        if wide.passes.is_empty() && !first.passes.is_empty() {
+            self.finding.fired = saved;
+            return first;
+        }
         if wide.passes.is_empty() {
             self.finding.fired = saved;
             wide.note = Some(format!(
@@ -306,6 +315,30 @@ impl<'w> Reproducer<'w> {
                 Some("found among all passes that run at this level (the culprit never reported a change)".into());
         }
         wide
+    }
+
+    /// Whether a pass that never reported firing is needed too: `culprits` show the symptom with the other
+    /// fired passes off, but not with every other pass that runs off too (ONNX Runtime; `culprits` passes, not rules).
+    fn needs_unfired_passes(
+        &mut self,
+        model: &[u8],
+        feeds: &[NamedTensor],
+        reference: Option<&Outcome>,
+        culprits: &[String],
+    ) -> bool {
+        if self.finding.target != "ort" || self.finding.relax.is_some() {
+            return false;
+        }
+        let mut c = self.config_enabling(culprits);
+        let more: Vec<String> = self
+            .passes_at_level()
+            .iter()
+            .map(|p| crate::compiler::rules::canonical(p).to_string())
+            .filter(|p| !culprits.contains(p) && !c.disabled.contains(p))
+            .collect();
+        c.disabled.extend(more);
+        let o = self.run(model, feeds, &c);
+        self.classify(&o, reference) != Probe::Symptom
     }
 
     /// Every pass the target runs at the finding's level, from a run of a two-node model (Relu -> Transpose: ORT's
