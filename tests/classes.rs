@@ -453,3 +453,13 @@ fn ort_a_pass_that_fails_before_reporting_is_found_among_every_pass_that_runs() 
     let culprits = bug["triage"]["culprits"].as_array().unwrap();
     assert!(culprits.contains(&"GemmTransposeFusion".into()), "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 113, left in `nonfinite/`, a miss in review): LayerNormFusionL2 never checks that the
+/// Pow exponent is 2 and fuses a Pow of 0.035, whose exact result is NaN for negative deviations (the unoptimized
+/// run's too); the fused run gives finite values. NaN is the semantics there: a wrong result, an optimizer bug.
+#[test]
+fn ort_a_nan_of_the_exact_values_that_only_the_optimized_run_loses_is_an_optimizer_bug() {
+    let bug = reduce_kept("layernorm-pow-exponent", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "optimizer", "{bug}");
+    assert_eq!(bug["triage"]["culprits"], serde_json::json!(["LayerNormFusionL2"]), "{bug}");
+}

@@ -239,6 +239,40 @@ pub fn refine_float64(
     }
 }
 
+/// A `nonfinite` inconsistency is class `optimizer` when the optimized run gives finite values where the model
+/// evaluated in float64 gives NaN and the unoptimized run keeps it: NaN is the semantics there, not rounding (a
+/// review found LayerNormFusion fusing a Pow of another exponent, NaN for negative bases, in nonfinite/).
+pub fn refine_lost_nan(c: Classified, unoptimized: &Outcome, optimized: &Outcome, exact: &Outcome) -> Classified {
+    if c.class != Class::Nonfinite {
+        return c;
+    }
+    let (mut first, mut count) = (None, 0usize);
+    for ((u, o), e) in unoptimized.outputs.iter().zip(&optimized.outputs).zip(&exact.outputs) {
+        let values = (u.tensor.to_f64s(), o.tensor.to_f64s(), e.tensor.to_f64s());
+        let (Some(vu), Some(vo), Some(ve)) = values else { continue };
+        if !u.tensor.dtype.is_float() || vu.len() != vo.len() || vu.len() != ve.len() {
+            continue;
+        }
+        for (i, ((x, y), z)) in vu.iter().zip(&vo).zip(&ve).enumerate() {
+            if z.is_nan() && x.is_nan() && y.is_finite() {
+                count += 1;
+                first.get_or_insert((u.name.clone(), i, *y));
+            }
+        }
+    }
+    match first {
+        Some((name, i, v)) => Classified {
+            class: Class::Optimizer,
+            note: format!(
+                "{}; but where the model evaluated in float64 gives NaN, as the unoptimized run does, the optimized \
+                 run gives finite values ({count} elements, e.g. '{name}'[{i}] = {v}): NaN is the semantics there",
+                c.note
+            ),
+        },
+        None => c,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,6 +330,20 @@ mod tests {
         let (c, tol) = (Classified { class: Class::Optimizer, note: String::new() }, Tolerance::default());
         let (u, o, e) = (run(&unopt, DType::F32), run(&[1.0, 2.0, 4.00035], DType::F32), run(&exact, DType::F64));
         assert_eq!(refine_float64(c, tol, &u, &o, &e, &Default::default()).class, Class::Optimizer);
+    }
+
+    #[test]
+    fn a_nan_of_the_exact_values_that_only_the_optimized_run_loses_is_a_wrong_result() {
+        let nan = f64::NAN;
+        let c = || Classified { class: Class::Nonfinite, note: String::new() };
+        let (u, e) = (run(&[nan, 1.0], DType::F32), run(&[nan, 1.0], DType::F64));
+        assert_eq!(refine_lost_nan(c(), &u, &run(&[0.5, 1.0], DType::F32), &e).class, Class::Optimizer);
+        // both runs NaN, or a finite exact value (rounding made the NaN), or the unoptimized run finite: it stays
+        assert_eq!(refine_lost_nan(c(), &u, &run(&[nan, 1.0], DType::F32), &e).class, Class::Nonfinite);
+        let finite = run(&[0.25, 1.0], DType::F64);
+        assert_eq!(refine_lost_nan(c(), &u, &run(&[0.5, 1.0], DType::F32), &finite).class, Class::Nonfinite);
+        let (u2, o2) = (run(&[0.0, 1.0], DType::F32), run(&[0.5, 1.0], DType::F32));
+        assert_eq!(refine_lost_nan(c(), &u2, &o2, &e).class, Class::Nonfinite);
     }
 
     /// A fold rounds the constants it computes: a float model's initializers move by a few ULPs, never more, and

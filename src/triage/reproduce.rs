@@ -54,6 +54,16 @@ impl<'w> Reproducer<'w> {
     ) -> Classified {
         let hints = self.hints();
         let c = classify::classify(&self.oracle, &hints, unoptimized, optimized, semantic.as_ref());
+        // NaN in the exact values that the unoptimized run keeps and the optimized one loses is a wrong result
+        let c = match self.semantic.as_mut() {
+            Some(s) if c.class == Class::Nonfinite => {
+                match s.run_float64(&onnx::encode_model(&case.model), &case.feeds) {
+                    Ok(exact) => conditioning::refine_lost_nan(c, unoptimized, optimized, &exact),
+                    Err(_) => c,
+                }
+            }
+            _ => c,
+        };
         // a wrong optimized float16 result may be a skipped rounding: compare it with the model computed in float32
         let c = match (&semantic, self.semantic.as_mut()) {
             (Ok(truth), Some(s)) if c.class == Class::Optimizer && holds::has_half_floats(&case.model) => {
