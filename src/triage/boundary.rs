@@ -54,25 +54,23 @@ pub fn refine(
     }
 }
 
-/// Float ops whose result jumps where their input crosses a boundary (Sign at 0, Floor at an integer): one ULP of
-/// rounding in the input moves the result by a whole unit, as a Cast to an integer does (a review found an
-/// approximated Gelu of -1e-6 rounded to -0, and its Sign 0 instead of -1, filed as a bug).
-/// A DequantizeLinear is one too: the float it makes is a whole number of steps.
-const STEPS: &[&str] = &["Sign", "Floor", "Ceil", "Round", "DequantizeLinear"];
-
-/// Whether float value `v` is a whole number of steps: a [`STEPS`] result, or one moved (reshaped, sliced) from it.
+/// Whether float value `v` is a whole number of steps: a result of [`holds::FLOAT_STEPS`] (Sign, Floor: one ULP
+/// of rounding in the input moves it by a whole unit, as a Cast to an integer does; a review found an approximated
+/// Gelu of -1e-6 rounded to -0, and its Sign 0 instead of -1, filed as a bug) or of a DequantizeLinear (a whole
+/// number of quantization steps), or one moved (reshaped, sliced) from such a result.
 fn discrete(g: &crate::graph::Graph, v: &str, depth: usize) -> bool {
     let Some(at) = g.producer(v) else { return false };
     let n = g.node(at.node);
-    STEPS.contains(&n.op.name.as_str())
+    holds::FLOAT_STEPS.contains(&n.op.name.as_str())
+        || n.op.name == "DequantizeLinear"
         || (depth < 16
             && holds::MOVES.contains(&n.op.name.as_str())
             && n.inputs.first().is_some_and(|x| discrete(g, x, depth + 1)))
 }
 
 /// `case` returning also the float values its differing outputs are computed from: following the differing
-/// outputs back through integer and bool values (casts, reshapes, slices, pads, integer arithmetic) and the results
-/// of [`STEPS`] to the float values they read (another differing float output is compared as it is), with the
+/// outputs back through integer and bool values (casts, reshapes, slices, pads, integer arithmetic) and the
+/// [`discrete`] floats to the float values they read (another differing float output is compared as it is), with the
 /// values followed; None when a differing output followed is computed by control flow, or none differs.
 fn float_sources(
     case: &Case,
@@ -93,7 +91,6 @@ fn float_sources(
         if !seen.insert(v.clone()) {
             continue;
         }
-        // a graph input or an initializer is the same in both runs
         let Some(at) = g.producer(&v) else { continue };
         let n = g.node(at.node);
         if n.subgraphs().next().is_some() {

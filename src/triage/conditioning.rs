@@ -1,9 +1,9 @@
 //! Whether a wrong-looking optimized result is only rounding at an ill-conditioned input. Some computations
 //! amplify rounding without bound at some inputs: a layer normalization of nearly equal values divides a
 //! difference of a few ULPs by a tiny deviation, so two correct implementations (one- and two-pass variance)
-//! disagree in the third digit. The semantic reference rounds too. Perturbing the float inputs (and the constants
-//! of a model without quantized ops: a fold rounds what it computes) by a few ULPs
-//! and evaluating the model again shows how far rounding alone moves the exact result there: a deviation
+//! disagree in the third digit. The semantic reference rounds too. Perturbing the float inputs and constants (a
+//! fold rounds what it computes) that no rounding boundary reads by a few ULPs and evaluating the model again
+//! shows how far rounding alone moves the exact result there: a deviation
 //! within that distance is class `precision`, not a bug of the pass. So is an optimized float result no farther
 //! from the model evaluated in float64 than the unoptimized one (`refine_float64`: summation order, fused kernels).
 
@@ -62,17 +62,20 @@ pub fn perturbed_model(model: &crate::graph::Model, seed: u64, fixed: &HashSet<S
     moved
 }
 
-/// Moves the float initializers of `g` not `fixed`, and those of its bodies (a Loop's weights) by what their own
-/// rounding boundaries read, unless a boundary reads the body's results.
+/// The nodes of `g` whose bodies' constants move: those whose results no rounding boundary reads.
+fn movable_bodies(g: &crate::graph::Graph, fixed: &HashSet<String>) -> Vec<crate::graph::NodeId> {
+    g.node_ids().filter(|&id| !g.node(id).outputs.iter().any(|o| fixed.contains(o))).collect()
+}
+
+/// Moves the float initializers of `g` not `fixed`, and those of its [`movable_bodies`] (a Loop's weights) by what
+/// their own rounding boundaries read.
 fn perturb_graph(g: &mut crate::graph::Graph, seed: u64, fixed: &HashSet<String>) {
     let as_feeds: Vec<NamedTensor> =
         g.initializers.iter().map(|(name, t)| NamedTensor { name: name.clone(), tensor: t.clone() }).collect();
     for f in perturbed(&as_feeds, seed, fixed) {
         g.initializers.insert(f.name, f.tensor);
     }
-    // a body whose results a rounding boundary reads keeps its constants
-    let ids: Vec<_> = g.node_ids().filter(|&id| !g.node(id).outputs.iter().any(|o| fixed.contains(o))).collect();
-    for (k, id) in ids.into_iter().enumerate() {
+    for (k, id) in movable_bodies(g, fixed).into_iter().enumerate() {
         g.edit_bodies(id, |b| {
             perturb_graph(b, seed.wrapping_add(k as u64 + 1), &super::holds::before_boundaries_in(b))
         });
@@ -80,13 +83,14 @@ fn perturb_graph(g: &mut crate::graph::Graph, seed: u64, fixed: &HashSet<String>
 }
 
 /// Whether [`perturbed`] and [`perturbed_model`] move anything: a float input or initializer not `fixed`, or a
-/// control-flow body's float initializer.
+/// float initializer of a [`movable_bodies`] body.
 pub fn can_perturb(model: &crate::graph::Model, feeds: &[NamedTensor], fixed: &HashSet<String>) -> bool {
     let movable = |name: &String, t: &Tensor| t.dtype.is_float() && !fixed.contains(name);
     let g = &model.graph;
     feeds.iter().any(|f| movable(&f.name, &f.tensor))
         || g.initializers.iter().any(|(n, t)| movable(n, t))
-        || g.node_ids()
+        || movable_bodies(g, fixed)
+            .into_iter()
             .any(|id| g.node(id).subgraphs().any(|(_, b)| b.initializers.values().any(|t| t.dtype.is_float())))
 }
 
@@ -148,8 +152,8 @@ pub fn refine(
     Classified {
         class: Class::Precision,
         note: format!(
-            "{}; but the model is ill-conditioned at this input: moving the float inputs and constants by {PERTURB_ULPS} ULPs moves \
-             onnx.reference's own result about as far (the optimized deviation is at most {worst_ratio:.2} times that \
+            "{}; but the model is ill-conditioned at this input: moving the float inputs and constants by \
+             {PERTURB_ULPS} ULPs moves onnx.reference's own result about as far (the optimized deviation is at most {worst_ratio:.2} times that \
              spread, over {PERTURBATIONS} perturbations), so it is rounding, not a bug",
             classified.note
         ),

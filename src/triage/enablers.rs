@@ -139,10 +139,10 @@ impl Reproducer<'_> {
     /// resolving the graph the next pass reads, which trips on it (a review found MatmulTransposeFusion's half-done
     /// reorder crashing NchwcTransformer, filed with both as faulty). Such a pass is faulty; the one it trips is not.
     fn silent(&mut self, model: &[u8], feeds: &[crate::compiler::NamedTensor], culprits: &[String]) -> Vec<String> {
-        let Ok(tmp) = tempfile::tempdir() else { return Vec::new() };
         if culprits.len() < 2 {
             return Vec::new();
         }
+        let Ok(tmp) = tempfile::tempdir() else { return Vec::new() };
         let saved = |r: &mut Self, off: &[String], name: &str| -> Option<(Outcome, Vec<u8>)> {
             let mut c = r.finding.config.clone();
             c.disabled.extend(off.iter().cloned());

@@ -77,12 +77,11 @@ fn given(g: &crate::graph::Graph, value: &str, depth: usize) -> bool {
         && n.inputs.iter().filter(|i| !i.is_empty()).all(|i| given(g, i, depth + 1))
 }
 
-/// Ops whose result is discrete though they read floats: one ULP in the input may move it by a whole unit.
+/// Float ops whose float result jumps where their input crosses a boundary (Sign at 0, Floor at an integer).
+pub(super) const FLOAT_STEPS: &[&str] = &["Sign", "Floor", "Ceil", "Round"];
+
+/// Other ops whose result is discrete though they read floats: one ULP in the input may move it by a whole unit.
 const DISCRETE: &[&str] = &[
-    "Sign",
-    "Floor",
-    "Ceil",
-    "Round",
     "Less",
     "LessOrEqual",
     "Greater",
@@ -97,11 +96,12 @@ const DISCRETE: &[&str] = &[
 ];
 
 /// Whether `n` makes discrete values of what it reads: a quantized op, a Cast to an integer or bool, a comparison,
-/// a step ([`DISCRETE`]).
+/// a step ([`FLOAT_STEPS`], [`DISCRETE`]).
 fn is_boundary(n: &crate::graph::Node) -> bool {
-    let to_discrete = matches!(n.op.name.as_str(), "Cast" | "CastLike")
-        && n.attr_int("to").is_none_or(|c| !DType::from_onnx(c as i32).is_float());
-    is_quantized(n) || to_discrete || DISCRETE.contains(&n.op.name.as_str())
+    let op = n.op.name.as_str();
+    let to_discrete =
+        matches!(op, "Cast" | "CastLike") && n.attr_int("to").is_none_or(|c| !DType::from_onnx(c as i32).is_float());
+    is_quantized(n) || to_discrete || FLOAT_STEPS.contains(&op) || DISCRETE.contains(&op)
 }
 
 /// The values of `model`'s main graph a rounding boundary reads (a quantized op, an integer Cast, a comparison),

@@ -37,11 +37,13 @@ pub struct Reproducer<'w> {
     pub semantic: Option<&'w mut Semantic>,
     /// The class a reduction candidate must keep (set once the original is classified).
     pub keep_class: Option<Class>,
+    /// [`Self::passes_at_level`] once asked, with the configuration (disabled passes cleared) it was asked for.
+    level_passes: Option<(Config, Vec<String>)>,
 }
 
 impl<'w> Reproducer<'w> {
     pub fn new(worker: &'w mut Worker, oracle: Oracle, finding: Finding, semantic: Option<&'w mut Semantic>) -> Self {
-        Reproducer { worker, oracle, finding, runs: 0, semantic, keep_class: None }
+        Reproducer { worker, oracle, finding, runs: 0, semantic, keep_class: None, level_passes: None }
     }
 
     /// [`Self::classify_case`] of the whole `case`, with the semantic reference's run of it (or why there is none).
@@ -106,12 +108,11 @@ impl<'w> Reproducer<'w> {
             _ => c,
         };
         // at an ill-conditioned input, rounding alone moves the exact result as far: perturbed inputs tell
+        let fixed = holds::before_boundaries(&case.model);
         let c = match (&semantic, self.semantic.as_mut()) {
             (Ok(truth), Some(s))
-                if c.class == Class::Optimizer
-                    && conditioning::can_perturb(&case.model, &case.feeds, &holds::before_boundaries(&case.model)) =>
+                if c.class == Class::Optimizer && conditioning::can_perturb(&case.model, &case.feeds, &fixed) =>
             {
-                let fixed = holds::before_boundaries(&case.model);
                 let runs: Vec<Outcome> = (1..=conditioning::PERTURBATIONS)
                     .filter_map(|k| {
                         let model = onnx::encode_model(&conditioning::perturbed_model(&case.model, k, &fixed));
@@ -309,12 +310,11 @@ impl<'w> Reproducer<'w> {
         let saved = std::mem::replace(&mut self.finding.fired, universe.clone());
         let mut wide = dd::culprits(&universe, &mut |e: &[String]| probe(self, e));
         wide.runs += first.runs;
-        if wide.passes.is_empty() && !first.passes.is_empty() {
-            self.finding.fired = saved;
-            return first;
-        }
         if wide.passes.is_empty() {
             self.finding.fired = saved;
+            if !first.passes.is_empty() {
+                return first;
+            }
             wide.note = Some(format!(
                 "{} (among every pass that runs at this level: {})",
                 first.note.unwrap_or_default(),
@@ -352,9 +352,16 @@ impl<'w> Reproducer<'w> {
     }
 
     /// Every pass the target runs at the finding's level, from a run of a two-node model (Relu -> Transpose: ORT's
-    /// TransposeOptimizer only reports running on a graph with a Transpose).
+    /// TransposeOptimizer only reports running on a graph with a Transpose), run once per configuration.
     pub(super) fn passes_at_level(&mut self) -> Vec<String> {
         use crate::graph::{DType, Graph, Node, OpId, TensorType};
+        let mut c = self.finding.config.clone();
+        c.disabled.clear();
+        if let Some((asked, passes)) = &self.level_passes {
+            if *asked == c {
+                return passes.clone();
+            }
+        }
         let mut g = Graph::new("probe");
         g.add_input("x", TensorType::new(DType::F32, &[1, 2]));
         let _ = g.add_node(Node::new("relu", OpId::onnx("Relu"), vec!["x".into()], vec!["r".into()]));
@@ -362,9 +369,9 @@ impl<'w> Reproducer<'w> {
         g.add_output("y", TensorType::new(DType::F32, &[2, 1]));
         let m = Model::new(g);
         let feeds = crate::compiler::inputs::generate(&m.graph, 0).unwrap_or_default();
-        let mut c = self.finding.config.clone();
-        c.disabled.clear();
-        self.run(&onnx::encode_model(&m), &feeds, &c).passes_ran
+        let passes = self.run(&onnx::encode_model(&m), &feeds, &c).passes_ran;
+        self.level_passes = Some((c, passes.clone()));
+        passes
     }
 
     /// Whether a candidate still shows the finding: the reference runs cleanly, the culprits alone show the
