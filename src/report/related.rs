@@ -13,7 +13,7 @@
 //! Across symptoms and failure kinds (a review found MatMul_BatchNormalization_Fusion's error and wrong result,
 //! or the int32 QuantizeLinear of #25001 with and without a zero point, filed twice), two entries whose key
 //! passes meet are one bug when both match one upstream report, or when their minimized models hold the same ops
-//! ([`Evidence`]). A node reading a removed value and an output nobody produces any more are one failure when the
+//! ([`Evidence`]) and not both compute wrong values (two causes of one fusion's wrong result minimize alike). A node reading a removed value and an output nobody produces any more are one failure when the
 //! value's producer in the minimized models is of one op type (EmbedLayerNormFusion removing the embedding-sum Add
 //! that a node, or the graph, still reads), else two kinds: as one, GemmTransposeFusion's lost input edge (an
 //! Identity's output) joined its skipped graph-output check (the Gemm's own output), two bugs.
@@ -128,7 +128,10 @@ pub fn related(
     // across symptoms: one upstream report, or the same minimized ops; across the two ways of losing a value
     // (a node still reads it, an output still names it): the same removed producer
     let one_report = ours.known.is_some() && ours.known == theirs.known;
-    let same_ops = ours.ops.is_some() && ours.ops == theirs.ops;
+    // two wrong results of one fusion minimize to the same fused pattern whatever their causes (LayerNormFusion's
+    // unchecked Pow exponent and its broadcast scale): equal ops tie only failures that are not both wrong values
+    let both_wrong = rec.symptom == Symptom::Inconsistency && symptom == Symptom::Inconsistency;
+    let same_ops = !both_wrong && ours.ops.is_some() && ours.ops == theirs.ops;
     let same_lost = ours.lost.is_some() && ours.lost == theirs.lost;
     same_failure || one_report || same_ops || same_lost
 }
@@ -262,6 +265,11 @@ mod tests {
         let no_zp = triaged(&["QDQPropagationTransformer"], &[], "Could not find an implementation for QuantizeLinear");
         assert!(related(&zp, "ort", Symptom::Error, &no_zp, &link("u/25001"), &link("u/25001")));
         assert!(!related(&zp, "ort", Symptom::Error, &no_zp, &link("u/25001"), &link("u/25526")));
+        // two wrong values of one pass minimized to the same ops (LayerNormFusion's unchecked Pow exponent and its
+        // broadcast scale, both the 9-op layer normalization): not known to be one bug
+        let mut wrong_too = error.clone();
+        wrong_too.symptom = Symptom::Inconsistency;
+        assert!(!related(&wrong_too, "ort", Symptom::Inconsistency, &wrong, &ops(&bn), &ops(&bn)));
         // another pass never joins, whatever the evidence
         let other = triaged(&["DivMulFusion"], &[], "output 'r'[3]: expected 3.3, got 16.5");
         assert!(!related(&error, "ort", Symptom::Inconsistency, &other, &ops(&bn), &ops(&bn)));
