@@ -4,7 +4,8 @@ It is no compiler's optimizer and no compiler's kernels: triage asks it which si
 
 Models from ONNX Runtime's optimizer tests carry a few `com.microsoft` ops; those whose meaning is simple and
 documented (ORT's docs/ContribOperators.md) are defined here in numpy, in float32 as ORT's kernels compute:
-QuantizeLinear/DequantizeLinear (the ONNX ops' meaning), Gelu, BiasGelu, FastGelu, FusedMatMul, QLinearAdd.
+QuantizeLinear/DequantizeLinear (the ONNX ops' meaning), Gelu, BiasGelu, FastGelu, FusedMatMul, QLinearAdd,
+QuickGelu, FusedConv and FusedGemm (Conv and Gemm with ORT's fused activation), SkipLayerNormalization.
 Any other unknown op makes the evaluator fail, and triage calls the inconsistency undecided. An ONNX op that
 onnx.reference implements only from a later version (DequantizeLinear before 19) is evaluated by that version where
 its meaning is the same on every input the older schema allows (OLDER_FORMS). Loop is evaluated as the ONNX
@@ -133,7 +134,86 @@ class QLinearAdd(OpRun):
         return (_quantize(total, c_scale, c_zp if c_zp is not None else a_zp),)
 
 
-CONTRIB_OPS = [DequantizeLinear, QuantizeLinear, Gelu, BiasGelu, FastGelu, FusedMatMul, QLinearAdd]
+class QuickGelu(OpRun):
+    op_domain = _MS
+
+    def _run(self, x, alpha=None):
+        a = np.asarray(1.702 if alpha is None else alpha, dtype=x.dtype)
+        return ((x / (1 + np.exp(-a * x))).astype(x.dtype),)
+
+
+def _activation(y, name, params):
+    """ORT's fused activations (FusedConv, FusedGemm: `activation` with its parameters)."""
+    name = name.decode() if isinstance(name, bytes) else name
+    p = [np.asarray(v, dtype=y.dtype) for v in params]
+    if not name:
+        return y
+    if name == "Relu":
+        return np.maximum(y, 0).astype(y.dtype)
+    if name == "LeakyRelu":
+        return np.where(y >= 0, y, y * (p[0] if p else np.asarray(0.01, y.dtype))).astype(y.dtype)
+    if name == "Sigmoid":
+        return (1 / (1 + np.exp(-y))).astype(y.dtype)
+    if name == "Tanh":
+        return np.tanh(y)
+    if name == "Clip":
+        return np.clip(y, p[0], p[1]).astype(y.dtype)
+    if name == "HardSigmoid":
+        return np.clip(y * p[0] + p[1], 0, 1).astype(y.dtype)
+    raise NotImplementedError(f"fused activation {name}")
+
+
+def _evaluate(op: str, inputs: list, **attrs):
+    """The ONNX op `op` on `inputs` (None: omitted) with `attrs` (None: absent), by onnx.reference."""
+    names = ["" if v is None else f"i{k}" for k, v in enumerate(inputs)]
+    while names and not names[-1]:
+        names.pop()
+    node = onnx.helper.make_node(op, names, ["y"], **{k: v for k, v in attrs.items() if v is not None})
+    feeds = {n: v for n, v in zip(names, inputs) if n}
+    return ReferenceEvaluator(node).run(None, feeds)[0]
+
+
+class FusedConv(OpRun):
+    op_domain = _MS
+
+    def _run(self, x, w, b=None, z=None, activation=None, activation_params=None, **conv):
+        attrs = {k: conv.get(k) for k in ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")}
+        y = _evaluate("Conv", [x, w, b], **attrs).astype(x.dtype)
+        if z is not None:
+            y = (y + z).astype(x.dtype)
+        return (_activation(y, activation or "", list(activation_params or [])),)
+
+
+class FusedGemm(OpRun):
+    op_domain = _MS
+
+    def _run(self, a, b, c=None, alpha=None, beta=None, transA=None, transB=None, activation=None,
+             activation_alpha=None, activation_beta=None, activation_gamma=None, **_):
+        y = _evaluate("Gemm", [a, b, c], alpha=alpha, beta=beta, transA=transA, transB=transB).astype(a.dtype)
+        name = activation.decode() if isinstance(activation, bytes) else (activation or "")
+        params = {"LeakyRelu": [activation_alpha], "HardSigmoid": [activation_alpha, activation_beta]}.get(name, [])
+        if name == "LeakyRelu" and activation_alpha is None:
+            params = []
+        return (_activation(y, name, [v for v in params if v is not None]),)
+
+
+class SkipLayerNormalization(OpRun):
+    op_domain = _MS
+
+    def _run(self, x, skip, gamma, beta=None, bias=None, epsilon=None):
+        s = x + skip if bias is None else x + skip + bias
+        s = s.astype(x.dtype)
+        mean = s.mean(axis=-1, keepdims=True)
+        var = ((s - mean) ** 2).mean(axis=-1, keepdims=True)
+        inv = 1 / np.sqrt(var + np.asarray(1e-12 if epsilon is None else epsilon, dtype=x.dtype))
+        y = (s - mean) * inv * gamma
+        if beta is not None:
+            y = y + beta
+        return (y.astype(x.dtype), mean.astype(np.float32), inv.astype(np.float32), s)
+
+
+CONTRIB_OPS = [DequantizeLinear, QuantizeLinear, Gelu, BiasGelu, FastGelu, FusedMatMul, QLinearAdd, QuickGelu,
+               FusedConv, FusedGemm, SkipLayerNormalization]
 
 class Sum(OpRun):
     # onnx.reference's Sum is Python's sum(), which starts from the integer 0: -0 + -0 came out +0 (a review found

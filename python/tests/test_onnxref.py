@@ -25,6 +25,9 @@ Q2 = RNG.integers(0, 255, (3, 4)).astype(np.uint8)
 S1 = nh.from_array(np.array(0.05, np.float32), "s1")
 S2 = nh.from_array(np.array(0.08, np.float32), "s2")
 ZP = nh.from_array(np.array(128, np.uint8), "zp")
+IMG = RNG.standard_normal((1, 3, 5, 4)).astype(np.float32)
+KER = RNG.standard_normal((2, 3, 3, 2)).astype(np.float32)
+SUM = RNG.standard_normal((1, 2, 5, 3)).astype(np.float32)
 
 
 def ms(op, inputs, **attrs):
@@ -39,6 +42,27 @@ CASES = {
     "QuantizeLinear": (ms("QuantizeLinear", ["x", "s1", "zp"]), {"x": X}, [S1, ZP]),
     "DequantizeLinear": (ms("DequantizeLinear", ["q", "s1", "zp"]), {"q": Q1}, [S1, ZP]),
     "QLinearAdd": (ms("QLinearAdd", ["q", "s1", "zp", "r", "s2", "zp", "s2", "zp"]), {"q": Q1, "r": Q2}, [S1, S2, ZP]),
+    "QuickGelu": (ms("QuickGelu", ["x"], alpha=1.5), {"x": X}, []),
+    "FusedConv": (
+        ms("FusedConv", ["i", "k", "b", "s"], activation="LeakyRelu", activation_params=[0.2], pads=[1, 0, 1, 0]),
+        {"i": IMG, "k": KER, "b": B[:2].copy(), "s": SUM},
+        [],
+    ),
+    "FusedConv-Clip": (
+        ms("FusedConv", ["i", "k"], activation="Clip", activation_params=[-0.5, 0.5], strides=[2, 1]),
+        {"i": IMG, "k": KER},
+        [],
+    ),
+    "FusedGemm": (
+        ms("FusedGemm", ["x", "w", "b"], transB=1, alpha=0.5, activation="Relu"),
+        {"x": X, "w": X[:2].copy(), "b": B[:2].copy()},
+        [],
+    ),
+    "SkipLayerNormalization": (
+        ms("SkipLayerNormalization", ["x", "s", "g", "b", "bias"], epsilon=1e-3),
+        {"x": X, "s": X[::-1].copy(), "g": B, "b": B[::-1].copy(), "bias": B * 2},
+        [],
+    ),
 }
 
 
