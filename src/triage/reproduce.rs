@@ -56,6 +56,12 @@ impl<'w> Reproducer<'w> {
     ) -> Classified {
         let hints = self.hints();
         let c = classify::classify(&self.oracle, &hints, unoptimized, optimized, semantic.as_ref());
+        // both runs deviate from onnx.reference (it rounds in the model's 16-bit types): the float64 values decide
+        let c = if c.class == Class::Undecided && semantic.is_ok() {
+            self.by_float64(c, case, [unoptimized, optimized])
+        } else {
+            c
+        };
         // NaN in the exact values that the unoptimized run keeps and the optimized one loses is a wrong result
         let c = match self.semantic.as_mut() {
             Some(s) if c.class == Class::Nonfinite => {
@@ -94,19 +100,7 @@ impl<'w> Reproducer<'w> {
             _ => c,
         };
         // a float result as close to the exact (float64) values as the unoptimized one only rounds differently
-        let c = match self.semantic.as_mut() {
-            Some(s) if c.class == Class::Optimizer => {
-                let comparable = holds::outputs_without_quantized_ops(&case.model);
-                match s.run_float64(&onnx::encode_model(&case.model), &case.feeds) {
-                    Ok(exact) => {
-                        let tol = self.oracle.tolerance;
-                        conditioning::refine_float64(c, tol, unoptimized, optimized, &exact, &comparable)
-                    }
-                    Err(_) => c,
-                }
-            }
-            _ => c,
-        };
+        let c = if c.class == Class::Optimizer { self.by_float64(c, case, [unoptimized, optimized]) } else { c };
         // at an ill-conditioned input, rounding alone moves the exact result as far: perturbed inputs tell
         let fixed = holds::before_boundaries(&case.model);
         let c = match (&semantic, self.semantic.as_mut()) {
@@ -127,6 +121,18 @@ impl<'w> Reproducer<'w> {
         let c = super::boundary::refine(self, c, case, unoptimized, optimized);
         // a wrong quantized result on x64 may be the fast kernels' documented overflow: ORT's precise mode tells
         super::platform::refine(self, c, case, unoptimized, optimized)
+    }
+
+    /// [`conditioning::refine_float64`] of `c` with `case` evaluated in float64 (`c` when it cannot be).
+    fn by_float64(&mut self, c: Classified, case: &Case, [unoptimized, optimized]: [&Outcome; 2]) -> Classified {
+        let Some(s) = self.semantic.as_mut() else { return c };
+        let comparable = holds::outputs_without_quantized_ops(&case.model);
+        match s.run_float64(&onnx::encode_model(&case.model), &case.feeds) {
+            Ok(exact) => {
+                conditioning::refine_float64(c, self.oracle.tolerance, unoptimized, optimized, &exact, &comparable)
+            }
+            Err(_) => c,
+        }
     }
 
     /// Where `case`'s values contradict the shapes ONNX shape inference gives them (see
