@@ -242,7 +242,7 @@ pub fn refine_widened(
 }
 
 /// Refines class `optimizer` of `optimized` to [`Class::Approximated`] when it matches `approximated`, the model
-/// evaluated with the approximations `names` its configuration makes by design.
+/// evaluated with the approximations `names` its configuration makes by design, wherever that evaluation is finite.
 pub fn refine_approximated(
     oracle: &Oracle,
     hints: &Hints,
@@ -251,7 +251,15 @@ pub fn refine_approximated(
     approximated: &Outcome,
     names: &[String],
 ) -> Classified {
-    if classified.class != Class::Optimizer || oracle.inconsistency_with(approximated, optimized, hints).is_some() {
+    if classified.class != Class::Optimizer {
+        return classified;
+    }
+    // where the approximation gives NaN or an infinity it moved a value across a singularity (a Gelu of -5 is
+    // -1e-6 exactly and -0 approximated; a Pow of it by -3.1 is NaN or inf): the elements left decide
+    let Some((a, o)) = finite_parts(&approximated.outputs, &optimized.outputs, &approximated.outputs) else {
+        return classified;
+    };
+    if !same(oracle, hints, &a, &o) {
         return classified;
     }
     Classified {
