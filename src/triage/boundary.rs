@@ -39,7 +39,7 @@ pub fn refine(
     let (u, o, exact) = (floats(&u), floats(&o), floats(&exact));
     let comparable = holds::outputs_without_quantized_ops(&part.model);
     let probe = Classified { class: Class::Optimizer, note: String::new() };
-    let refined = super::conditioning::refine_float64(probe, r.oracle.tolerance, &u, &o, &exact, &comparable);
+    let refined = super::conditioning::refine_float64(probe, r.oracle.tolerance, &u, &o, &exact, &comparable, None);
     if refined.class != Class::Precision {
         return c;
     }

@@ -58,7 +58,7 @@ impl<'w> Reproducer<'w> {
         let c = classify::classify(&self.oracle, &hints, unoptimized, optimized, semantic.as_ref());
         // both runs deviate from onnx.reference (it rounds in the model's 16-bit types): the float64 values decide
         let c = if c.class == Class::Undecided && semantic.is_ok() {
-            self.by_float64(c, case, [unoptimized, optimized])
+            self.by_float64(c, case, [unoptimized, optimized], semantic.as_ref().ok())
         } else {
             c
         };
@@ -100,7 +100,7 @@ impl<'w> Reproducer<'w> {
             _ => c,
         };
         // a float result as close to the exact (float64) values as the unoptimized one only rounds differently
-        let c = if c.class == Class::Optimizer { self.by_float64(c, case, [unoptimized, optimized]) } else { c };
+        let c = if c.class == Class::Optimizer { self.by_float64(c, case, [unoptimized, optimized], None) } else { c };
         // at an ill-conditioned input, rounding alone moves the exact result as far: perturbed inputs tell
         let fixed = holds::before_boundaries(&case.model);
         let c = match (&semantic, self.semantic.as_mut()) {
@@ -124,13 +124,25 @@ impl<'w> Reproducer<'w> {
     }
 
     /// [`conditioning::refine_float64`] of `c` with `case` evaluated in float64 (`c` when it cannot be).
-    fn by_float64(&mut self, c: Classified, case: &Case, [unoptimized, optimized]: [&Outcome; 2]) -> Classified {
+    fn by_float64(
+        &mut self,
+        c: Classified,
+        case: &Case,
+        [unoptimized, optimized]: [&Outcome; 2],
+        rounding: Option<&Outcome>,
+    ) -> Classified {
         let Some(s) = self.semantic.as_mut() else { return c };
         let comparable = holds::outputs_without_quantized_ops(&case.model);
         match s.run_float64(&onnx::encode_model(&case.model), &case.feeds) {
-            Ok(exact) => {
-                conditioning::refine_float64(c, self.oracle.tolerance, unoptimized, optimized, &exact, &comparable)
-            }
+            Ok(exact) => conditioning::refine_float64(
+                c,
+                self.oracle.tolerance,
+                unoptimized,
+                optimized,
+                &exact,
+                &comparable,
+                rounding,
+            ),
             Err(_) => c,
         }
     }
