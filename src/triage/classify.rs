@@ -242,21 +242,30 @@ pub fn refine_widened(
 }
 
 /// Refines class `optimizer` of `optimized` to [`Class::Approximated`] when it matches `approximated`, the model
-/// evaluated with the approximations `names` its configuration makes by design, wherever that evaluation is finite.
+/// evaluated with the approximations `names` its configuration makes by design, wherever that evaluation is finite,
+/// on the outputs where it differs from `unoptimized` (another output may deviate from onnx.reference in both).
 pub fn refine_approximated(
     oracle: &Oracle,
     hints: &Hints,
     classified: Classified,
-    optimized: &Outcome,
+    [unoptimized, optimized]: [&Outcome; 2],
     approximated: &Outcome,
     names: &[String],
 ) -> Classified {
-    if classified.class != Class::Optimizer {
+    let n = optimized.outputs.len();
+    if classified.class != Class::Optimizer || unoptimized.outputs.len() != n || approximated.outputs.len() != n {
         return classified;
     }
+    let differ: Vec<usize> = (0..n)
+        .filter(|&k| {
+            let one = |o: &Outcome| std::slice::from_ref(&o.outputs[k]).to_vec();
+            !same(oracle, hints, &one(unoptimized), &one(optimized))
+        })
+        .collect();
+    let pick = |o: &Outcome| differ.iter().map(|&k| o.outputs[k].clone()).collect::<Vec<_>>();
     // where the approximation gives NaN or an infinity it moved a value across a singularity (a Gelu of -5 is
     // -1e-6 exactly and -0 approximated; a Pow of it by -3.1 is NaN or inf): the elements left decide
-    let Some((a, o)) = finite_parts(&approximated.outputs, &optimized.outputs, &approximated.outputs) else {
+    let Some((a, o)) = finite_parts(&pick(approximated), &pick(optimized), &pick(approximated)) else {
         return classified;
     };
     if !same(oracle, hints, &a, &o) {

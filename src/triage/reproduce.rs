@@ -89,7 +89,7 @@ impl<'w> Reproducer<'w> {
                 for k in 1..=approximations.len() {
                     let names = &approximations[..k];
                     if let Ok(a) = s.run_approximated(&model, &case.feeds, names) {
-                        c = classify::refine_approximated(&self.oracle, &hints, c, optimized, &a, names);
+                        c = classify::refine_approximated(&self.oracle, &hints, c, [unoptimized, optimized], &a, names);
                     }
                     if c.class != Class::Optimizer {
                         break;
