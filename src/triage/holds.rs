@@ -46,8 +46,9 @@ pub fn outputs_without_quantized_ops(model: &crate::graph::Model) -> std::collec
                 // a QuantizeLinear (or a dynamic one) of given values (a graph input, an initializer) rounds them as
                 // float32 would: the float64 evaluation moves no rounding boundary there (a ConvMulFusion output
                 // computed from a quantized graph input was left out, and its float16 rounding filed as a bug)
-                let of_given = matches!(n.op.name.as_str(), "QuantizeLinear" | "DynamicQuantizeLinear")
-                    && n.inputs.first().is_some_and(|x| given(g, x, 0));
+                let of_given =
+                    matches!(n.op.name.as_str(), "QuantizeLinear" | "DynamicQuantizeLinear" | "DequantizeLinear")
+                        && n.inputs.first().is_some_and(|x| given(g, x, 0));
                 if is_quantized(n) && !of_given {
                     return false;
                 }
@@ -63,17 +64,18 @@ pub fn outputs_without_quantized_ops(model: &crate::graph::Model) -> std::collec
 pub(super) const MOVES: &[&str] =
     &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Expand", "Tile", "Slice", "Concat"];
 
-/// Whether `value` is given (a graph input, an initializer) or moved from given values only ([`MOVES`]): a
-/// quantization of it rounds the same elements in float64 (a reshaped graph input, dynamically quantized).
+/// Whether `value` is given (a graph input, an initializer) or moved from given values only ([`MOVES`]), or
+/// dequantized from them: a quantization of it rounds the same elements in float64 (a reshaped graph input,
+/// dynamically quantized; a quantized graph input requantized to another scale).
 fn given(g: &crate::graph::Graph, value: &str, depth: usize) -> bool {
     if g.inputs.iter().any(|i| i == value) || g.initializers.contains_key(value) {
         return true;
     }
     let Some(at) = g.producer(value) else { return false };
     let n = g.node(at.node);
+    let moved = MOVES.contains(&n.op.name.as_str()) && n.op.domain.is_empty();
     depth < 16
-        && MOVES.contains(&n.op.name.as_str())
-        && n.op.domain.is_empty()
+        && (moved || n.op.name == "DequantizeLinear")
         && n.inputs.iter().filter(|i| !i.is_empty()).all(|i| given(g, i, depth + 1))
 }
 
