@@ -332,6 +332,11 @@ fn a_culprit_whose_disabling_lets_a_shadowed_pass_fail_is_still_named() {
     assert_eq!(bug["symptom"], "error", "{bug}");
     assert_eq!(t["class"], "optimizer", "{bug}");
     assert_eq!(set(&t["culprits"]), BTreeSet::from(["LayerNormFusionL1".to_string()]), "{bug}");
+    // the entry's repro shows that disabling its culprit cures it: the shadowed pass, failing on its own once the
+    // culprit is off (a review found the report's claim wrong), is disabled in its configuration and named
+    assert_eq!(t["also_faulty"], serde_json::json!(["SimplifiedLayerNormFusion"]), "{bug}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("matches the unoptimized result"), "{report}");
 }
 
 /// ONNX Runtime 1.32.0 (seed 71, two entries in review): DivMulFusion rewrites the int64 `x * (1 / y)` as

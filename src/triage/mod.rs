@@ -3,6 +3,7 @@
 //! the bug signature. What it learned is handed to a [`Filer`]: the report floor (`crate::report`) writes the
 //! entry's directory; triage itself writes only the finding's triage.json.
 
+pub mod alongside;
 pub mod behind;
 mod boundary;
 pub mod classify;
@@ -235,11 +236,17 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
             }
         }
     }
-    let without = (!culprits.is_empty()).then(|| {
+    let mut without = (!culprits.is_empty()).then(|| {
         let mut w = config.clone();
         w.disabled.extend(culprits.iter().cloned());
         r.run(&model_bytes, &case.feeds, &w)
     });
+    let mut also_faulty = Vec::new();
+    if let (Some(w), true) = (&without, confirmed) {
+        if let Some(a) = alongside::settle(r, (&model_bytes, &case.feeds), &config, &culprits, w, reference.as_ref()) {
+            (config, shown, without, also_faulty) = (a.config, Some(a.shown), Some(a.without), vec![a.pass]);
+        }
+    }
     let verdict = match (&reference, &shown) {
         (Some(a), Some(b)) if r.finding.symptom == Symptom::Inconsistency => {
             r.oracle.inconsistency_with(a, b, &r.hints())
@@ -272,7 +279,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         class_note,
         culprits,
         enablers,
-        also_faulty: Vec::new(),
+        also_faulty,
         method: c.method.to_string(),
         dd_runs,
         dd_note: c.note.clone(),
