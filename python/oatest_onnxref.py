@@ -451,6 +451,34 @@ def shape_contradiction(model: onnx.ModelProto, values: dict) -> str:
     return ""
 
 
+def _drop_unknown_attributes(model: onnx.ModelProto) -> None:
+    """Removes from ONNX-domain nodes (in bodies too) the attributes their schema does not define, as ONNX Runtime
+    ignores them (ORT's LayerNormFusion tests misspell `epsilon` as `epsion`); onnx.reference refuses them."""
+    version = {o.domain: o.version for o in model.opset_import}.get("", None)
+    if version is None:
+        version = {o.domain: o.version for o in model.opset_import}.get("ai.onnx", 1)
+
+    def visit(graph):
+        for node in graph.node:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    visit(a.g)
+                for g in a.graphs:
+                    visit(g)
+            if node.domain not in ("", "ai.onnx"):
+                continue
+            try:
+                known = onnx.defs.get_schema(node.op_type, version, "").attributes
+            except Exception:  # noqa: BLE001 - an op without a schema is left to the evaluator
+                continue
+            keep = [a for a in node.attribute if a.name in known]
+            if len(keep) != len(node.attribute):
+                del node.attribute[:]
+                node.attribute.extend(keep)
+
+    visit(model.graph)
+
+
 def run(
     model_bytes: bytes,
     inputs: list,
@@ -461,6 +489,7 @@ def run(
 ) -> dict:
     try:
         model = onnx.load_from_string(model_bytes)
+        _drop_unknown_attributes(model)
         declared = _declared(model)
         feeds = {}
         for raw in inputs:

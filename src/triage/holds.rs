@@ -65,8 +65,8 @@ pub(super) const MOVES: &[&str] =
     &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Expand", "Tile", "Slice", "Concat"];
 
 /// Whether `value` is given (a graph input, an initializer) or moved from given values only ([`MOVES`]), or
-/// dequantized from them: a quantization of it rounds the same elements in float64 (a reshaped graph input,
-/// dynamically quantized; a quantized graph input requantized to another scale).
+/// quantized or dequantized from them: a quantization of it rounds the same elements in float64 (a reshaped graph
+/// input, dynamically quantized; a quantized graph input requantized to another scale).
 fn given(g: &crate::graph::Graph, value: &str, depth: usize) -> bool {
     if g.inputs.iter().any(|i| i == value) || g.initializers.contains_key(value) {
         return true;
@@ -75,7 +75,7 @@ fn given(g: &crate::graph::Graph, value: &str, depth: usize) -> bool {
     let n = g.node(at.node);
     let moved = MOVES.contains(&n.op.name.as_str()) && n.op.domain.is_empty();
     depth < 16
-        && (moved || n.op.name == "DequantizeLinear")
+        && (moved || matches!(n.op.name.as_str(), "DequantizeLinear" | "QuantizeLinear"))
         && n.inputs.iter().filter(|i| !i.is_empty()).all(|i| given(g, i, depth + 1))
 }
 
