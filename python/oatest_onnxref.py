@@ -469,8 +469,11 @@ def _drop_unknown_attributes(model: onnx.ModelProto) -> None:
                 continue
             try:
                 known = onnx.defs.get_schema(node.op_type, version, "").attributes
-            except Exception:  # noqa: BLE001 - an op without a schema is left to the evaluator
-                continue
+            except Exception:  # noqa: BLE001 - not at this opset: ORT's own form (LayerNormalization before 17)
+                try:
+                    known = onnx.defs.get_schema(node.op_type, "").attributes
+                except Exception:  # noqa: BLE001 - an op without a schema is left to the evaluator
+                    continue
             keep = [a for a in node.attribute if a.name in known]
             if len(keep) != len(node.attribute):
                 del node.attribute[:]
