@@ -75,6 +75,30 @@ impl Reproducer<'_> {
         }
     }
 
+    /// [`super::conditioning::refine_float64`] of `c` with `case` evaluated in float64 (`c` when it cannot be).
+    pub(super) fn by_float64(
+        &mut self,
+        c: Classified,
+        case: &Case,
+        [unoptimized, optimized]: [&Outcome; 2],
+        rounding: Option<&Outcome>,
+    ) -> Classified {
+        let Some(s) = self.semantic.as_mut() else { return c };
+        let comparable = super::holds::outputs_without_quantized_ops(&case.model);
+        match s.run_float64(&onnx::encode_model(&case.model), &case.feeds) {
+            Ok(exact) => super::conditioning::refine_float64(
+                c,
+                self.oracle.tolerance,
+                unoptimized,
+                optimized,
+                &exact,
+                &comparable,
+                rounding,
+            ),
+            Err(_) => c,
+        }
+    }
+
     /// The semantic reference's run of `case` (or why there is none).
     fn semantic_run(&mut self, case: &Case) -> Result<Outcome, NoReference> {
         match (&mut self.semantic, &self.finding.relax) {

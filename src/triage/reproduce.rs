@@ -123,30 +123,6 @@ impl<'w> Reproducer<'w> {
         super::platform::refine(self, c, case, unoptimized, optimized)
     }
 
-    /// [`conditioning::refine_float64`] of `c` with `case` evaluated in float64 (`c` when it cannot be).
-    fn by_float64(
-        &mut self,
-        c: Classified,
-        case: &Case,
-        [unoptimized, optimized]: [&Outcome; 2],
-        rounding: Option<&Outcome>,
-    ) -> Classified {
-        let Some(s) = self.semantic.as_mut() else { return c };
-        let comparable = holds::outputs_without_quantized_ops(&case.model);
-        match s.run_float64(&onnx::encode_model(&case.model), &case.feeds) {
-            Ok(exact) => conditioning::refine_float64(
-                c,
-                self.oracle.tolerance,
-                unoptimized,
-                optimized,
-                &exact,
-                &comparable,
-                rounding,
-            ),
-            Err(_) => c,
-        }
-    }
-
     /// Where `case`'s values contradict the shapes ONNX shape inference gives them (see
     /// [`Semantic::shape_contradiction`]); `None` without a semantic reference.
     pub fn shape_contradiction(&mut self, case: &Case) -> Option<String> {
