@@ -13,7 +13,8 @@
 //! Across symptoms and failure kinds (a review found MatMul_BatchNormalization_Fusion's error and wrong result,
 //! or the int32 QuantizeLinear of #25001 with and without a zero point, filed twice), two entries whose key
 //! passes meet are one bug when both match one upstream report, or when their minimized models hold the same ops
-//! ([`Evidence`]) and not both compute wrong values (two causes of one fusion's wrong result minimize alike). A node reading a removed value and an output nobody produces any more are one failure when the
+//! ([`Evidence`]) and not both compute wrong values (two causes of one fusion's wrong result minimize alike), an
+//! error beside a wrong value only when the error lost a value (a kernel refusing the fused node is another cause). A node reading a removed value and an output nobody produces any more are one failure when the
 //! value's producer in the minimized models is of one op type (EmbedLayerNormFusion removing the embedding-sum Add
 //! that a node, or the graph, still reads), else two kinds: as one, GemmTransposeFusion's lost input edge (an
 //! Identity's output) joined its skipped graph-output check (the Gemm's own output), two bugs.
@@ -131,7 +132,11 @@ pub fn related(
     // two wrong results of one fusion minimize to the same fused pattern whatever their causes (LayerNormFusion's
     // unchecked Pow exponent and its broadcast scale): equal ops tie only failures that are not both wrong values
     let both_wrong = rec.symptom == Symptom::Inconsistency && symptom == Symptom::Inconsistency;
-    let same_ops = !both_wrong && ours.ops.is_some() && ours.ops == theirs.ops;
+    // and an error ties a wrong value only when it lost a value (a returned intermediate the fusion consumed, seen as
+    // garbage or as a missing output): a kernel refusing the fused node (LayerNormFusion's broadcast scale) is
+    // another cause than a wrong fused result (its unchecked Pow exponent), in the same 9 ops
+    let lost_value = ours.lost.is_some() || theirs.lost.is_some() || rec.symptom == symptom;
+    let same_ops = !both_wrong && lost_value && ours.ops.is_some() && ours.ops == theirs.ops;
     let same_lost = ours.lost.is_some() && ours.lost == theirs.lost;
     same_failure || one_report || same_ops || same_lost
 }
@@ -255,7 +260,11 @@ mod tests {
         let bn = ["BatchNormalization", "MatMul", "Reshape", "Transpose"];
         let error = record(triaged(&["MatMul_BatchNormalization_Fusion"], &[], "output 't' came back without a value"));
         let wrong = triaged(&["MatMul_BatchNormalization_Fusion"], &[], "output 'r'[3]: expected 3.3, got 16.5");
-        assert!(related(&error, "ort", Symptom::Inconsistency, &wrong, &ops(&bn), &ops(&bn)));
+        let lost = Evidence { lost: Some("Transpose".into()), ..ops(&bn) };
+        assert!(related(&error, "ort", Symptom::Inconsistency, &wrong, &lost, &ops(&bn)));
+        // a kernel refusing the fused node and a wrong fused result in the same ops: two causes (LayerNormFusion's
+        // broadcast scale and its unchecked Pow exponent)
+        assert!(!related(&error, "ort", Symptom::Inconsistency, &wrong, &ops(&bn), &ops(&bn)));
         // other ops, no shared report: not known to be one bug
         assert!(!related(&error, "ort", Symptom::Inconsistency, &wrong, &ops(&bn), &ops(&bn[1..])));
         assert!(!related(&error, "ort", Symptom::Inconsistency, &wrong, &NONE, &NONE));

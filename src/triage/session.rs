@@ -1,7 +1,8 @@
 //! Triage of a run's findings, one after another: the first finding of each coarse signature is triaged in
 //! full (culprits, class, reduction); a later one is attached to an entry of its coarse signature when a cheap
 //! check says it is the same bug (its own model shows the symptom with only the entry's culprits on, not with
-//! any of them off, in the entry's class; the entry of its source key's first finding is checked first), and
+//! any of them off, in the entry's class; the entry of its source key's first finding is checked first; never an
+//! `undecided` entry, which says nothing about which bug it holds), and
 //! triaged in full, making a new entry, when no entry's check agrees. An error whose source key and key passes
 //! are those of a finding already triaged is attached to that finding's entry without a run.
 //! Every finding ends in an entry. A session is shared by lanes, each with its own worker and semantic
@@ -127,6 +128,7 @@ impl Session {
                 candidates.retain(|(_, e)| e.bug_dir != entry.bug_dir);
                 candidates.insert(0, (usize::MAX, entry));
             }
+            candidates.retain(|(_, e)| attachable(e));
             (sure, candidates)
         };
         if let Some(entry) = sure {
@@ -271,6 +273,13 @@ impl Backlog {
     }
 }
 
+/// Whether a finding may be attached to `entry` by the cheap check: not to an `undecided` one, which says nothing
+/// about which bug it holds (a review found LayerNormFusion's unchecked Pow exponent attached to an undecided,
+/// ill-conditioned layer normalization of the same coarse signature, and never triaged on its own).
+fn attachable(entry: &Filed) -> bool {
+    entry.triage.class != super::classify::Class::Undecided
+}
+
 /// How many entries of its coarse signature a finding is checked against before it is triaged in full.
 const MAX_TRIES: usize = 16;
 
@@ -286,6 +295,22 @@ pub fn load_filed(dir: &Path) -> Option<Filed> {
 mod tests {
     use super::Backlog;
     use std::path::PathBuf;
+
+    #[test]
+    fn no_finding_is_attached_to_an_undecided_entry() {
+        use crate::triage::classify::Class;
+        let entry = |class: Class| super::Filed {
+            signature: "s".into(),
+            bug_dir: "b".into(),
+            new_bug: false,
+            triage: crate::triage::Triaged { class, ..Default::default() },
+            more: Vec::new(),
+        };
+        assert!(!super::attachable(&entry(Class::Undecided)));
+        for class in [Class::Optimizer, Class::Precision, Class::Reference, Class::Unattributed] {
+            assert!(super::attachable(&entry(class)), "{class}");
+        }
+    }
 
     fn backlog(keys: &[&str]) -> Backlog {
         let b = Backlog::new(Vec::new());
