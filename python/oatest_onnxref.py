@@ -454,9 +454,8 @@ def shape_contradiction(model: onnx.ModelProto, values: dict) -> str:
 def _drop_unknown_attributes(model: onnx.ModelProto) -> None:
     """Removes from ONNX-domain nodes (in bodies too) the attributes their schema does not define, as ONNX Runtime
     ignores them (ORT's LayerNormFusion tests misspell `epsilon` as `epsion`); onnx.reference refuses them."""
-    version = {o.domain: o.version for o in model.opset_import}.get("", None)
-    if version is None:
-        version = {o.domain: o.version for o in model.opset_import}.get("ai.onnx", 1)
+    opsets = {o.domain: o.version for o in model.opset_import}
+    version = opsets.get("", opsets.get("ai.onnx", 1))
 
     def visit(graph):
         for node in graph.node:

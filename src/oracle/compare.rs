@@ -98,7 +98,7 @@ fn values(t: &crate::graph::Tensor) -> Option<Values> {
 }
 
 /// The ULP distance of two finite 16-bit float values (held exactly in f64).
-fn ulps16(dtype: DType, r: f64, o: f64) -> Option<u64> {
+pub fn ulps16(dtype: DType, r: f64, o: f64) -> Option<u64> {
     let bits = |x: f64| match dtype {
         DType::F16 => half::f16::from_f64(x).to_bits(),
         _ => half::bf16::from_f64(x).to_bits(),

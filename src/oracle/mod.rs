@@ -9,7 +9,7 @@ mod hints;
 mod rerun;
 mod tolerance;
 
-pub use compare::{distance, distance_with, Distance, Structural};
+pub use compare::{distance, distance_with, ulps16, Distance, Structural};
 pub use filters::{unsupported_reason, UNSUPPORTED};
 pub use hints::{is_quantizing, quantized_outputs, Hints};
 pub use rerun::{same_outputs, Rerun};

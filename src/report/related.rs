@@ -10,14 +10,15 @@
 //! are one pass (LayerNormFusionL1 and L2 are one class of ORT registered twice). A related finding is filed into
 //! the existing entry, whose bug.json lists every culprit set seen (`culprit_sets`).
 //!
-//! Across symptoms and failure kinds (a review found MatMul_BatchNormalization_Fusion's error and wrong result,
-//! or the int32 QuantizeLinear of #25001 with and without a zero point, filed twice), two entries whose key
-//! passes meet are one bug when both match one upstream report, or when their minimized models hold the same ops
-//! ([`Evidence`]) and not both compute wrong values (two causes of one fusion's wrong result minimize alike), an
-//! error beside a wrong value only when the error lost a value (a kernel refusing the fused node is another cause). A node reading a removed value and an output nobody produces any more are one failure when the
-//! value's producer in the minimized models is of one op type (EmbedLayerNormFusion removing the embedding-sum Add
-//! that a node, or the graph, still reads), else two kinds: as one, GemmTransposeFusion's lost input edge (an
-//! Identity's output) joined its skipped graph-output check (the Gemm's own output), two bugs.
+//! Across symptoms and failure kinds (a review found MatMul_BatchNormalization_Fusion's error and wrong result, or the
+//! int32 QuantizeLinear of #25001 with and without a zero point, filed twice), two entries whose key passes meet are
+//! one bug when both match one upstream report, or when their minimized models hold the same ops ([`Evidence`]) and not
+//! both compute wrong values (two causes of one fusion's wrong result minimize alike), an error beside a wrong value
+//! only when the error lost a value (a kernel refusing the fused node is another cause). A node reading a removed value
+//! and an output nobody produces any more are one failure when the value's producer in the minimized models is of one
+//! op type (EmbedLayerNormFusion removing the embedding-sum Add that a node, or the graph, still reads), else two
+//! kinds: as one, GemmTransposeFusion's lost input edge (an Identity's output) joined its skipped graph-output check
+//! (the Gemm's own output), two bugs.
 
 use super::record::BugRecord;
 use crate::finding::signature::error_kind;
@@ -129,14 +130,16 @@ pub fn related(
     // across symptoms: one upstream report, or the same minimized ops; across the two ways of losing a value
     // (a node still reads it, an output still names it): the same removed producer
     let one_report = ours.known.is_some() && ours.known == theirs.known;
-    // two wrong results of one fusion minimize to the same fused pattern whatever their causes (LayerNormFusion's
-    // unchecked Pow exponent and its broadcast scale): equal ops tie only failures that are not both wrong values
-    let both_wrong = rec.symptom == Symptom::Inconsistency && symptom == Symptom::Inconsistency;
-    // and an error ties a wrong value only when it lost a value (a returned intermediate the fusion consumed, seen as
-    // garbage or as a missing output): a kernel refusing the fused node (LayerNormFusion's broadcast scale) is
-    // another cause than a wrong fused result (its unchecked Pow exponent), in the same 9 ops
-    let lost_value = ours.lost.is_some() || theirs.lost.is_some() || rec.symptom == symptom;
-    let same_ops = !both_wrong && lost_value && ours.ops.is_some() && ours.ops == theirs.ops;
+    // equal ops tie failures of one kind, but never two wrong values (any cause of a fusion's wrong result minimizes
+    // to the fused pattern: LayerNormFusion's unchecked Pow exponent and its broadcast scale), and an error to a
+    // wrong value only when it lost a value (a returned intermediate the fusion consumed, missing or garbage; a
+    // kernel refusing the fused node is another cause)
+    let ops_tie = match (rec.symptom, symptom) {
+        (Symptom::Inconsistency, Symptom::Inconsistency) => false,
+        (a, b) if a == b => true,
+        _ => ours.lost.is_some() || theirs.lost.is_some(),
+    };
+    let same_ops = ops_tie && ours.ops.is_some() && ours.ops == theirs.ops;
     let same_lost = ours.lost.is_some() && ours.lost == theirs.lost;
     same_failure || one_report || same_ops || same_lost
 }

@@ -203,9 +203,8 @@ fn float_error(run: &Outcome, exact: &Outcome, tol: Tolerance, only: &[usize]) -
                 continue;
             }
             worst = worst.max((x - y).abs());
-            // a 16-bit float is within tolerance within the oracle's ULPs too (what ulp() measures at the exact value)
-            let ulps = matches!(r.tensor.dtype, DType::F16 | DType::BF16)
-                .then(|| ((x - y).abs() / ulp(r.tensor.dtype, *y)).round() as u64);
+            // a 16-bit float is within tolerance within the oracle's ULPs too
+            let ulps = crate::oracle::ulps16(r.tensor.dtype, *y, *x);
             beyond += ((x - y).abs() > atol + rtol * y.abs() && !tol.allows(r.tensor.dtype, *y, *x, ulps)) as usize;
         }
     }

@@ -28,24 +28,25 @@ impl Reproducer<'_> {
         let failed = matches!(semantic, Err(NoReference::Failed { .. }));
         if failed && !differ.is_empty() && differ.len() < case.model.graph.outputs.len() {
             let whole = semantic.as_ref().err().map(|e| e.to_string()).unwrap_or_default();
-            let (part, u, o) = part_of(case, unoptimized, optimized, &differ);
-            if let Ok(s) = self.semantic_run(&part) {
-                let mut c = self.classify_with(&part, &u, &o, Ok(s));
-                let names = differ.join(", ");
-                c.note = format!("{} (judged on the outputs that differ, {names}; the whole model: {whole})", c.note);
-                return c;
-            }
-            // the part needs the failing kernel too: outputs both runs agree on are taken as given where they feed it
-            let part = given_agreed(case, unoptimized, &differ);
-            if let Ok(s) = self.semantic_run(&part) {
-                let mut c = self.classify_with(&part, &u, &o, Ok(s));
-                let names = differ.join(", ");
-                c.note = format!(
-                    "{} (judged on the outputs that differ, {names}, from the values of the outputs both runs agree \
-                     on; the whole model: {whole})",
-                    c.note
-                );
-                return c;
+            let (u, o) = (only(unoptimized, &differ), only(optimized, &differ));
+            // when the part needs the failing kernel too, outputs both runs agree on are given where they feed it
+            let parts = [
+                (part_of(case, &differ), ""),
+                (
+                    part_of(&given_agreed(case, unoptimized, &differ), &differ),
+                    ", from the values of the outputs both runs agree on",
+                ),
+            ];
+            for (part, how) in parts {
+                if let Ok(s) = self.semantic_run(&part) {
+                    let mut c = self.classify_with(&part, &u, &o, Ok(s));
+                    let names = differ.join(", ");
+                    c.note = format!(
+                        "{} (judged on the outputs that differ, {names}{how}; the whole model: {whole})",
+                        c.note
+                    );
+                    return c;
+                }
             }
         }
         let c = self.classify_with(case, unoptimized, optimized, semantic);
@@ -55,7 +56,8 @@ impl Reproducer<'_> {
         // several outputs differ: a wrong rewrite is one that some output shows alone
         let mut alone = Vec::new();
         for name in &differ {
-            let (part, u, o) = part_of(case, unoptimized, optimized, std::slice::from_ref(name));
+            let one = std::slice::from_ref(name);
+            let (part, u, o) = (part_of(case, one), only(unoptimized, one), only(optimized, one));
             let Ok(s) = self.semantic_run(&part) else { return c };
             let k = self.classify_with(&part, &u, &o, Ok(s));
             if matches!(k.class, Class::Optimizer | Class::Undecided) {
@@ -75,28 +77,29 @@ impl Reproducer<'_> {
         }
     }
 
-    /// [`super::conditioning::refine_float64`] of `c` with `case` evaluated in float64 (`c` when it cannot be).
+    /// `case` evaluated in float64 by the semantic reference, asked once per judgement (`once` keeps the answer).
+    pub(super) fn float64<'a>(&mut self, case: &Case, once: &'a mut Option<Option<Outcome>>) -> Option<&'a Outcome> {
+        if once.is_none() {
+            let model = onnx::encode_model(&case.model);
+            *once = Some(self.semantic.as_mut().and_then(|s| s.run_float64(&model, &case.feeds).ok()));
+        }
+        once.as_ref().and_then(|e| e.as_ref())
+    }
+
+    /// [`super::conditioning::refine_float64`] of `c` with `case` evaluated in float64 ([`Self::float64`]; `c` when
+    /// it cannot be).
     pub(super) fn by_float64(
         &mut self,
         c: Classified,
         case: &Case,
         [unoptimized, optimized]: [&Outcome; 2],
         rounding: Option<&Outcome>,
+        once: &mut Option<Option<Outcome>>,
     ) -> Classified {
-        let Some(s) = self.semantic.as_mut() else { return c };
+        let tol = self.oracle.tolerance;
+        let Some(exact) = self.float64(case, once) else { return c };
         let comparable = super::holds::outputs_without_quantized_ops(&case.model);
-        match s.run_float64(&onnx::encode_model(&case.model), &case.feeds) {
-            Ok(exact) => super::conditioning::refine_float64(
-                c,
-                self.oracle.tolerance,
-                unoptimized,
-                optimized,
-                &exact,
-                &comparable,
-                rounding,
-            ),
-            Err(_) => c,
-        }
+        super::conditioning::refine_float64(c, tol, unoptimized, optimized, exact, &comparable, rounding)
     }
 
     /// The semantic reference's run of `case` (or why there is none).
@@ -132,9 +135,9 @@ fn only(run: &Outcome, names: &[String]) -> Outcome {
     run
 }
 
-/// The part of `case` that computes the outputs `names` from the other outputs: each output the runs agree on
-/// (all but `names`) that the part reads becomes a graph input fed with its value in `u` (a kernel onnx.reference
-/// lacks, a grouped ConvTranspose, before a layer normalization that the optimizer fused wrongly).
+/// `case` with each output the runs agree on (all but `names`) given where it is read: a graph input fed with its
+/// value in `u` (a kernel onnx.reference lacks, a grouped ConvTranspose, before a layer normalization that the
+/// optimizer fused wrongly).
 fn given_agreed(case: &Case, u: &Outcome, names: &[String]) -> Case {
     let mut part = case.clone();
     let g = &mut part.model.graph;
@@ -151,15 +154,13 @@ fn given_agreed(case: &Case, u: &Outcome, names: &[String]) -> Case {
         }
         part.feeds.push(crate::compiler::NamedTensor { name: given, tensor: t.tensor.clone() });
     }
-    part.model.graph.outputs.retain(|v| names.contains(v));
-    tidy(&mut part);
     part
 }
 
-/// The part of `case` that computes only the outputs `names`, with both runs cut to them.
-fn part_of(case: &Case, u: &Outcome, o: &Outcome, names: &[String]) -> (Case, Outcome, Outcome) {
+/// The part of `case` that computes only the outputs `names`.
+fn part_of(case: &Case, names: &[String]) -> Case {
     let mut part = case.clone();
     part.model.graph.outputs.retain(|v| names.contains(v));
     tidy(&mut part);
-    (part, only(u, names), only(o, names))
+    part
 }

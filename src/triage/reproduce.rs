@@ -56,21 +56,19 @@ impl<'w> Reproducer<'w> {
     ) -> Classified {
         let hints = self.hints();
         let c = classify::classify(&self.oracle, &hints, unoptimized, optimized, semantic.as_ref());
+        // the model evaluated in float64, asked at most once below
+        let mut exact = None;
+        let runs = [unoptimized, optimized];
         // both runs deviate from onnx.reference (it rounds in the model's 16-bit types): the float64 values decide
         let c = if c.class == Class::Undecided && semantic.is_ok() {
-            self.by_float64(c, case, [unoptimized, optimized], semantic.as_ref().ok())
+            self.by_float64(c, case, runs, semantic.as_ref().ok(), &mut exact)
         } else {
             c
         };
         // NaN in the exact values that the unoptimized run keeps and the optimized one loses is a wrong result
-        let c = match self.semantic.as_mut() {
-            Some(s) if c.class == Class::Nonfinite => {
-                match s.run_float64(&onnx::encode_model(&case.model), &case.feeds) {
-                    Ok(exact) => conditioning::refine_lost_nan(c, unoptimized, optimized, &exact),
-                    Err(_) => c,
-                }
-            }
-            _ => c,
+        let c = match (c.class == Class::Nonfinite).then(|| self.float64(case, &mut exact)).flatten() {
+            Some(e) => conditioning::refine_lost_nan(c, unoptimized, optimized, e),
+            None => c,
         };
         // a wrong optimized float16 result may be a skipped rounding: compare it with the model computed in float32
         let c = match (&semantic, self.semantic.as_mut()) {
@@ -100,7 +98,7 @@ impl<'w> Reproducer<'w> {
             _ => c,
         };
         // a float result as close to the exact (float64) values as the unoptimized one only rounds differently
-        let c = if c.class == Class::Optimizer { self.by_float64(c, case, [unoptimized, optimized], None) } else { c };
+        let c = if c.class == Class::Optimizer { self.by_float64(c, case, runs, None, &mut exact) } else { c };
         // at an ill-conditioned input, rounding alone moves the exact result as far: perturbed inputs tell
         let fixed = holds::before_boundaries(&case.model);
         let c = match (&semantic, self.semantic.as_mut()) {
