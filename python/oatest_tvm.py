@@ -274,6 +274,15 @@ class Recorder:
         if counted:
             self.running = name
 
+    def within(self) -> str | None:
+        """The innermost Relax pass in flight inside the running configuration pass (at an error), if any."""
+        for name, _ in reversed(self.stack):
+            if name == self.running:
+                return None
+            if hasattr(relax.transform, name):
+                return name
+        return None
+
     def run_after_pass(self, mod, info):
         name = PASS_ALIASES.get(info.name, info.name)
         if all(n != name for n, _ in self.stack):
@@ -289,8 +298,21 @@ class Recorder:
             self.ran.append(name)
         if before.same_as(mod) or name in self.fired:
             return
-        if self._hash(before) != self._hash(mod):
+        if _changed(before, mod, self._hash):
             self.fired.append(name)
+
+
+def _changed(before, after, module_hash) -> bool:
+    """Whether a pass changed the module: function by function (a pass keeps the functions it leaves alone, so
+    most are the same objects and need no comparison), the whole module's structural hash where that cannot say
+    (functions added, removed or renamed; other module attributes changed)."""
+    old = {gv.name_hint: f for gv, f in before.functions.items()}
+    new = {gv.name_hint: f for gv, f in after.functions.items()}
+    same_attrs = before.attrs is after.attrs or (before.attrs is not None and before.attrs.same_as(after.attrs))
+    if old.keys() != new.keys() or not same_attrs:
+        return module_hash(before) != module_hash(after)
+    return any(not f.same_as(old[k]) and not tvm_ffi.structural_equal(old[k], f, map_free_vars=True)
+               for k, f in new.items())
 
 
 def version() -> str:
@@ -353,8 +375,22 @@ def _from_numpy(name, a):
     return (name, _code(a.dtype), list(a.shape), a.tobytes())
 
 
+_LAST_TEST: list = [None, None]  # (model bytes, _test's answer) of the last test: its configurations share it
+
+
 def _test(model_bytes: bytes, recipe: dict | None) -> tuple:
-    """(metadata, Relax module, input names, output names) of an ONNX model, a recipe or a module test."""
+    """(metadata, Relax module, input names, output names) of an ONNX model, a recipe or a module test. Every
+    configuration of a test imports the same module: the last test's import is kept (Relax modules are
+    immutable; passes make new ones)."""
+    if _LAST_TEST[0] is not None and _LAST_TEST[0] == model_bytes:
+        return _LAST_TEST[1]
+    _LAST_TEST[:] = [None, None]
+    answer = _import_test(model_bytes, recipe)
+    _LAST_TEST[:] = [bytes(model_bytes), answer]
+    return answer
+
+
+def _import_test(model_bytes: bytes, recipe: dict | None) -> tuple:
     if recipe is not None and recipe.get("kind") == oatest_tvm_reduce.MODULE_KIND:
         mod = oatest_tvm_reduce.parsed(recipe["script"])
         n = len(_leaves(mod["main"].ret_ty))
@@ -407,6 +443,9 @@ def _call_main(vm, args: list, inserted: str | None) -> list:
 # The start of an error's message when a pass of the configuration (pipeline or inserted, by the name
 # configurations use; never a pass nested in it) raised it: `[raised in FuseOps] TVMError: ...`
 RAISED_IN = "[raised in {}] "
+# After RAISED_IN, when the error came out of a Relax pass that pass runs inside it (FuseTransposeMatmul runs
+# FuseOpsByPattern): `[raised in FuseTransposeMatmul] [within FuseOpsByPattern] TVMError: ...`
+WITHIN = "[within {}] "
 # The error of every configuration of a test whose inserted pass's contract (oatest_tvm_passes.CONTRACTS) its
 # module breaks: `oatest contract: ToMixedPrecision: <why>`; the reference fails too, so the test is invalid
 CONTRACT = "oatest contract: {}: {}"
@@ -470,6 +509,9 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
     except Exception as e:  # noqa: BLE001
         # the pipeline pass (or inserted pass) in flight when the exception came out, if any: RAISED_IN
         where = RAISED_IN.format(rec.running) if rec.running else ""
+        within = rec.within()
+        if where and within:
+            where += WITHIN.format(within)
         message = f"{where}{type(e).__name__}: {str(e)[:4000]}"
         result.update(status="error", message=message, raised_in=rec.running)
     return result

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import tvm
 from tvm import relax
-import tvm.sym  # noqa: F401 - Analyzer
+try:  # apache-tvm 0.27 moved the arithmetic analyzer to tvm.sym; older ones (--also-tvm) have it in tvm.arith
+    from tvm.sym import Analyzer
+except ImportError:
+    from tvm.arith import Analyzer
 
 
 class Tensor(tuple):
@@ -104,7 +107,7 @@ def param_feeds(func, symbols: dict | None = None) -> list | None:
     found: list = []
     for p in func.params:
         _vars_in(p.ty, found)
-    analyzer = tvm.sym.Analyzer()
+    analyzer = Analyzer()
     n = 0
     for var in found:
         value = (symbols or {}).get(var.name)

@@ -28,6 +28,11 @@ from tvm_ffi import structural_hash
 # legalized as before.
 _LEGALIZED: dict = {}
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
+# constant arguments (apache-tvm before 0.27, as with --also-tvm, names them relax.Constant and relax.StringImm)
+_CONSTANTS = tuple(
+    c for c in (getattr(tvm.ir, "GenericConst", None), getattr(relax, "Constant", None), relax.ShapeExpr,
+                getattr(tvm.ir, "StringImm", None), getattr(relax, "StringImm", None)) if c is not None
+)
 
 
 def _legalize_key(call):
@@ -38,7 +43,7 @@ def _legalize_key(call):
     for a in args:
         if isinstance(a, tvm.ir.Var):
             parts.append(("v", structural_hash(a.ty)))
-        elif isinstance(a, (tvm.ir.GenericConst, relax.ShapeExpr, tvm.ir.StringImm)) or tvm.ir.is_prim_expr(a):
+        elif isinstance(a, _CONSTANTS) or tvm.ir.is_prim_expr(a):
             parts.append(("c", structural_hash(a, map_free_vars=True)))
         else:
             return None

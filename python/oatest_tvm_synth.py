@@ -24,7 +24,6 @@ import random
 import tvm
 from tvm import relax
 import tvm.relax.utils  # noqa: F401 - copy_with_new_vars
-import tvm.sym  # noqa: F401 - Analyzer
 
 import oatest_tvm_feeds
 import oatest_tvm_passes

@@ -3,7 +3,7 @@
 //! metadata (`oatest.fault` = segfault | wrong, `oatest.fault.needs` = the Relax passes that must fire).
 
 mod common;
-use common::{chain_model, json};
+use common::{chain_model, constant_lhs_matmuls, json};
 use oatest::compiler::worker::{Worker, WorkerSpec};
 use oatest::compiler::TargetKind;
 use std::collections::BTreeSet;
@@ -464,29 +464,6 @@ fn an_error_is_blamed_on_the_pass_it_was_raised_in_and_its_enablers_named() {
     let enablers: Vec<&str> = t["enablers"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
     assert!(enablers.contains(&"FuseOps") && !enablers.contains(&"FuseTIR"), "{bug}");
     assert!(t["detail"].as_str().unwrap().starts_with("[raised in FuseTIR] "), "{bug}");
-}
-
-/// `R.matmul(const, x)` twice with one constant LHS, as from_onnx makes of two MatMuls reading one initializer:
-/// CombineParallelMatmul raises "Cannot treat type ir.GenericConst as type ir.Var" (TVM 0.27). `n`: the size.
-fn constant_lhs_matmuls(n: usize, relu: bool) -> Vec<u8> {
-    use oatest::graph::{onnx, DType, Graph, Model, Node, OpId, Tensor, TensorType};
-    let ty = TensorType::new(DType::F32, &[n, n]);
-    let mut g = Graph::new("cpm");
-    let c: Vec<f32> = (0..n * n).map(|i| (i % 7) as f32 * 0.25 - 0.5).collect();
-    g.add_initializer("c", Tensor::from_f32(&[n, n], &c));
-    for (x, y) in [("x", "y1"), ("z", "y2")] {
-        g.add_input(x, ty.clone());
-        let read = if relu {
-            let r = format!("{x}_relu");
-            g.add_node(Node::new(format!("relu_{x}"), OpId::onnx("Relu"), vec![x.into()], vec![r.clone()])).unwrap();
-            r
-        } else {
-            x.to_string()
-        };
-        g.add_node(Node::new(format!("mm_{y}"), OpId::onnx("MatMul"), vec!["c".into(), read], vec![y.into()])).unwrap();
-        g.add_output(y, ty.clone());
-    }
-    onnx::encode_model(&Model::new(g))
 }
 
 /// One crash site is one entry: findings of the constant-LHS CombineParallelMatmul error in different models end

@@ -1,7 +1,8 @@
-//! What upstream knows about a bug, end to end with real ONNX Runtime builds: a known upstream issue labels
-//! the entry (`known`), and a bug reduced against an old ORT build is re-run with the current one
+//! What upstream knows about a bug, end to end with real ONNX Runtime and TVM builds: a known upstream issue
+//! labels the entry (`known`), and a bug reduced against an old ORT build is re-run with the current one
 //! (`--also-ort-lib`) and marked fixed upstream. The old build is the onnxruntime 1.19.2 wheel pinned in
 //! python/requirements-old-ort.txt, installed into `.venv-ort-1.19.2` by scripts/setup.sh (or here, the same way).
+//! A TVM bug is re-run with apache-tvm 0.26.0 (`--also-tvm`, python/requirements-old-tvm.txt, `.venv-tvm-0.26.0`).
 
 mod common;
 use common::{json, oatest};
@@ -37,6 +38,23 @@ fn ort_1_19_2() -> PathBuf {
         assert!(status.success(), "pip could not install python/requirements-old-ort.txt into {}", dir.display());
     }
     wheel_library(&dir).expect("the onnxruntime 1.19.2 wheel holds its library")
+}
+
+/// The apache-tvm 0.26.0 directory as scripts/setup.sh installs it (installed here when missing).
+fn tvm_0_26() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join(".venv-tvm-0.26.0");
+    if !dir.join("tvm/__init__.py").is_file() {
+        let status = Command::new(root.join(".venv/bin/python"))
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--target"])
+            .arg(&dir)
+            .arg("-r")
+            .arg(root.join("python/requirements-old-tvm.txt"))
+            .status()
+            .expect("the project's .venv python runs (bash scripts/setup.sh)");
+        assert!(status.success(), "pip could not install python/requirements-old-tvm.txt into {}", dir.display());
+    }
+    dir
 }
 
 /// ORT 1.32.0's library: the onnxruntime wheel of the project's .venv.
@@ -210,4 +228,54 @@ fn a_known_upstream_bug_is_labeled_with_its_link() {
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("known.toml: not a valid known-bugs file"), "{err}");
+}
+
+/// `c @ (a @ b)` with 1-D `a` and `c` (a: float32[1], b: [1, 7], c: [7]): AdjustMatmulOrder reorders it into
+/// `(c @ a) @ b`, which has no matching reduction length (apache-tvm 0.26.0 and 0.27.0.post1).
+fn vector_matmuls() -> Vec<u8> {
+    let mut g = Graph::new("g");
+    for (name, dims) in [("a", &[1][..]), ("b", &[1, 7][..]), ("c", &[7][..])] {
+        g.add_input(name, TensorType::new(DType::F32, dims));
+    }
+    g.add_node(Node::new("ab", OpId::onnx("MatMul"), vec!["a".into(), "b".into()], vec!["ab".into()])).unwrap();
+    g.add_node(Node::new("cab", OpId::onnx("MatMul"), vec!["c".into(), "ab".into()], vec!["y".into()])).unwrap();
+    g.add_output("y", TensorType::new(DType::F32, &[]));
+    onnx::encode_model(&Model::new(g))
+}
+
+#[test]
+fn a_tvm_bug_is_re_run_with_another_apache_tvm_and_marked_per_version() {
+    let old = tvm_0_26();
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.onnx");
+    std::fs::write(&model, vector_matmuls()).unwrap();
+    let out = dir.path().join("bug");
+    let (tvm, config) = ("tvm", "disable");
+    let o = oatest(&[
+        "reduce",
+        path(&model),
+        "--target",
+        tvm,
+        "--config",
+        config,
+        "--config",
+        "all",
+        "--also-tvm",
+        path(&old),
+        "--out",
+        path(&out),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    let bug = json(&out.join("bug.json"));
+    assert_eq!(bug["target_version"].as_str(), Some("0.27.0.post1"), "{bug}");
+    assert_eq!(bug["triage"]["culprits"], serde_json::json!(["AdjustMatmulOrder"]), "{bug}");
+    assert_eq!(bug["versions"], serde_json::json!({"0.26.0": "reproduces", "0.27.0.post1": "reproduces"}), "{bug}");
+    assert!(bug["fixed_upstream"].is_null(), "{bug}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("0.26.0 reproduces, 0.27.0.post1 reproduces"), "{report}");
+    // a directory without apache-tvm is refused by name
+    let o = oatest(&["reduce", path(&model), "--target", tvm, "--also-tvm", "/nonexistent", "--out", path(&out)]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--also-tvm /nonexistent: no apache-tvm there"), "{err}");
 }

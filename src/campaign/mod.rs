@@ -266,7 +266,7 @@ fn start_triager(
         return Ok(None);
     }
     let known = crate::report::known::KnownBugs::load_or_default(settings.known.as_deref())?;
-    let labeler = crate::report::upstream::Labeler::new(known, &settings.also_ort_libs);
+    let labeler = crate::report::upstream::Labeler::new(known, &settings.also_ort_libs, &settings.also_tvm);
     let mut spec = WorkerSpec::new(kinds[0].clone())?;
     spec.ort_lib = settings.ort_lib.clone();
     // triage takes its share of the lanes (`--triage-share`: its working lanes pause campaign lanes, so the

@@ -53,6 +53,9 @@ pub struct Settings {
     /// Other ONNX Runtime libraries every minimized ORT bug is re-run with (affected versions).
     #[serde(default)]
     pub also_ort_libs: Vec<PathBuf>,
+    /// Directories of other apache-tvm installations every minimized TVM bug is re-run with.
+    #[serde(default)]
+    pub also_tvm: Vec<PathBuf>,
     /// The known-bugs file (none: the project's `data/known-bugs.toml`).
     #[serde(default)]
     pub known: Option<PathBuf>,

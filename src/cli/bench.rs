@@ -179,6 +179,7 @@ fn round(a: &BenchArgs, kind: &TargetKind, configs: &[Config], jobs: usize) -> a
         recycle_tests: campaign::RECYCLE_TESTS,
         recycle_mb: campaign::RECYCLE_MB,
         also_ort_libs: Vec::new(),
+        also_tvm: Vec::new(),
         known: None,
         // the bare replay runs the reference and the most optimized configuration only
         rotate_every: 0,

@@ -75,6 +75,10 @@ pub struct FuzzArgs {
     /// version whether it reproduces (bug.json `versions`, "fixed upstream in X").
     #[arg(long = "also-ort-lib", value_name = "PATH")]
     pub also_ort_libs: Vec<PathBuf>,
+    /// A directory holding another apache-tvm (repeatable; `scripts/tvm-versions.sh` installs 0.25 and 0.26 under
+    /// .venv-tvm/): triage re-runs every minimized TVM bug with it and records per version whether it reproduces.
+    #[arg(long = "also-tvm", value_name = "DIR")]
+    pub also_tvm: Vec<PathBuf>,
     /// Known upstream bugs that triage labels entries with (default: the project's data/known-bugs.toml).
     #[arg(long, value_name = "FILE")]
     pub known: Option<PathBuf>,
@@ -128,6 +132,7 @@ impl FuzzArgs {
         for lib in &self.also_ort_libs {
             anyhow::ensure!(lib.exists(), "--also-ort-lib {} does not exist", lib.display());
         }
+        super::triage::check_also_tvm(&self.also_tvm)?;
         anyhow::ensure!(self.max_nodes >= 1, "--max-nodes must be at least 1");
         anyhow::ensure!(self.exemplars >= 1, "--exemplars must be at least 1 (--keep-all writes every finding)");
         anyhow::ensure!(
@@ -194,6 +199,7 @@ impl FuzzArgs {
             recycle_tests: self.recycle_tests,
             recycle_mb: self.recycle_mb,
             also_ort_libs: self.also_ort_libs.clone(),
+            also_tvm: self.also_tvm.clone(),
             known: self.known.clone(),
             rotate_every: self.rotate_every,
             schedule: crate::synth::schedule::Schedule::parse(&self.schedule)?,

@@ -23,6 +23,10 @@ pub struct TriageOpts {
     /// per version whether it reproduces (default: the campaign's).
     #[arg(long = "also-ort-lib", value_name = "PATH")]
     pub also_ort_libs: Vec<PathBuf>,
+    /// A directory holding another apache-tvm (repeatable): every minimized TVM bug is re-run with it, and
+    /// bug.json records per version whether it reproduces (default: the campaign's).
+    #[arg(long = "also-tvm", value_name = "DIR")]
+    pub also_tvm: Vec<PathBuf>,
     /// Known upstream bugs to label entries with (default: the campaign's, else the project's
     /// data/known-bugs.toml).
     #[arg(long, value_name = "FILE")]
@@ -44,6 +48,19 @@ pub struct TriageOpts {
     pub reduce_secs: u64,
 }
 
+/// Each `--also-tvm` directory must hold an apache-tvm package (`DIR/tvm`).
+pub(super) fn check_also_tvm(dirs: &[PathBuf]) -> anyhow::Result<()> {
+    for d in dirs {
+        anyhow::ensure!(
+            d.join("tvm").join("__init__.py").is_file(),
+            "--also-tvm {}: no apache-tvm there (expected {}; scripts/tvm-versions.sh installs some)",
+            d.display(),
+            d.join("tvm").join("__init__.py").display()
+        );
+    }
+    Ok(())
+}
+
 impl TriageOpts {
     /// Flags not given take the campaign's own settings (from its checkpoint), else the defaults, so that a run
     /// is triaged with the tolerance and time limit it was judged with.
@@ -56,6 +73,9 @@ impl TriageOpts {
             self.known = self.known.clone().or(s.known.clone());
             if self.also_ort_libs.is_empty() {
                 self.also_ort_libs = s.also_ort_libs.clone();
+            }
+            if self.also_tvm.is_empty() {
+                self.also_tvm = s.also_tvm.clone();
             }
         }
         self
@@ -74,7 +94,8 @@ impl TriageOpts {
         for lib in &self.also_ort_libs {
             anyhow::ensure!(lib.exists(), "--also-ort-lib {} does not exist", lib.display());
         }
-        Ok(Labeler::new(KnownBugs::load_or_default(self.known.as_deref())?, &self.also_ort_libs))
+        check_also_tvm(&self.also_tvm)?;
+        Ok(Labeler::new(KnownBugs::load_or_default(self.known.as_deref())?, &self.also_ort_libs, &self.also_tvm))
     }
 
     pub(super) fn worker(&self, target: &str) -> anyhow::Result<Worker> {

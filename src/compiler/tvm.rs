@@ -184,6 +184,15 @@ pub fn raised_in(message: &str) -> Option<&str> {
     (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some(name)
 }
 
+/// The Relax pass, run inside the configuration pass the error was raised in, that the error came out of:
+/// `[raised in FuseTransposeMatmul] [within FuseOpsByPattern] ...` names FuseOpsByPattern.
+pub fn raised_within(message: &str) -> Option<&str> {
+    let outer = raised_in(message)?;
+    let rest = message[format!("[raised in {outer}] ").len()..].strip_prefix("[within ")?;
+    let name = &rest[..rest.find("] ")?];
+    (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some(name)
+}
+
 #[cfg(feature = "tvm")]
 pub use embedded::TvmTarget;
 
@@ -242,6 +251,10 @@ mod tests {
         assert_eq!(super::raised_in("TVMError: [raised in FuseTIR] x"), None);
         assert_eq!(super::raised_in("[raised in a b] x"), None);
         assert_eq!(super::raised_in("[raised in ] x"), None);
+        let nested = "[raised in FuseTransposeMatmul] [within FuseOpsByPattern] ValueError: Check failed";
+        assert_eq!(super::raised_in(nested), Some("FuseTransposeMatmul"));
+        assert_eq!(super::raised_within(nested), Some("FuseOpsByPattern"));
+        assert_eq!(super::raised_within(m), None);
     }
 
     #[test]

@@ -36,9 +36,7 @@ pub fn write(run: &Path) -> anyhow::Result<usize> {
         let mut rows: Vec<(String, String, u64, BugRecord)> = Vec::new();
         for e in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
             let Ok(rec) = super::record::read(&e.path()) else { continue };
-            let faulty: Vec<&str> =
-                rec.triage.culprits.iter().filter(|p| !rec.triage.enablers.contains(p)).map(|p| p.as_str()).collect();
-            let mut culprit = if faulty.is_empty() { "(none)".to_string() } else { faulty.join(" + ") };
+            let mut culprit = super::words::faulty_or(&rec.triage, "(none)");
             // one bug seen with several culprit sets (super::related)
             if rec.culprit_sets.len() > 1 {
                 let others = rec.culprit_sets.len() - 1;

@@ -30,12 +30,7 @@ impl Entry {
     }
 
     fn faulty(&self) -> String {
-        let faulty = self.rec.triage.faulty();
-        if faulty.is_empty() {
-            "(none)".into()
-        } else {
-            faulty.join(" + ")
-        }
+        super::words::faulty_or(&self.rec.triage, "(none)")
     }
 }
 

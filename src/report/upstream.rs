@@ -1,7 +1,7 @@
-//! What upstream knows about an entry: the known upstream issue it matches ([`super::known`]), and for ONNX
-//! Runtime bugs the affected versions: the minimized test re-run with other ORT libraries (`--also-ort-lib`,
-//! one worker process each, since a worker loads one library), and the version that fixed it when the newest
-//! given build no longer shows it.
+//! What upstream knows about an entry: the known upstream issue it matches ([`super::known`]), and the affected
+//! versions: the minimized test re-run with other builds of its compiler (ORT libraries, `--also-ort-lib`;
+//! apache-tvm installations, `--also-tvm`; one worker process each, since a worker loads one build), and the
+//! version that fixed it when the newest given build no longer shows it.
 
 use super::known::{Facts, Known, KnownBugs};
 use crate::compiler::worker::Worker;
@@ -85,15 +85,17 @@ pub fn fixed_upstream(versions: &BTreeMap<String, String>) -> Option<String> {
     fixed
 }
 
-/// Another ONNX Runtime build and its worker (started on first use).
+/// Another build of a compiler and its worker (started on first use).
 struct Build {
-    lib: PathBuf,
+    /// The target it is a build of: `ort` (an ONNX Runtime library) or `tvm` (a directory holding apache-tvm).
+    target: &'static str,
+    path: PathBuf,
     worker: Option<Worker>,
     /// Why its worker could not start (then it is not tried again).
     failed: Option<String>,
 }
 
-/// Labels filed entries with what upstream knows: the known-bugs file and the other ORT builds.
+/// Labels filed entries with what upstream knows: the known-bugs file and the other builds.
 #[derive(Default)]
 pub struct Labeler {
     pub known: KnownBugs,
@@ -114,12 +116,16 @@ pub fn all_ops(g: &crate::graph::Graph) -> Vec<String> {
 }
 
 impl Labeler {
-    pub fn new(known: KnownBugs, also_ort_libs: &[PathBuf]) -> Labeler {
-        let builds = also_ort_libs.iter().map(|l| Build { lib: l.clone(), worker: None, failed: None }).collect();
+    /// `also_ort_libs`: other ONNX Runtime libraries; `also_tvm`: directories each holding another apache-tvm.
+    pub fn new(known: KnownBugs, also_ort_libs: &[PathBuf], also_tvm: &[PathBuf]) -> Labeler {
+        let build = |target, p: &PathBuf| Build { target, path: p.clone(), worker: None, failed: None };
+        let ort = also_ort_libs.iter().map(|l| build("ort", l));
+        let builds = ort.chain(also_tvm.iter().map(|d| build("tvm", d))).collect();
         Labeler { known, builds }
     }
 
-    /// The known issue the minimized entry matches, and (ORT, confirmed entries) its state in every given build.
+    /// The known issue the minimized entry matches, and (confirmed entries) its state in every given build of its
+    /// compiler.
     pub fn label(&mut self, r: &Reproducer, t: &Triaged, m: &Minimized) -> Upstream {
         let faulty = t.faulty();
         let ops = all_ops(&m.case.model.graph);
@@ -133,9 +139,10 @@ impl Labeler {
             graph: &graph,
         });
         let mut versions = BTreeMap::new();
-        if r.finding.target == "ort" && t.confirmed && !self.builds.is_empty() {
+        let target = r.finding.target.as_str();
+        if t.confirmed && self.builds.iter().any(|b| b.target == target) {
             versions.insert(r.finding.target_version.clone(), REPRODUCES.to_string());
-            for b in &mut self.builds {
+            for b in self.builds.iter_mut().filter(|b| b.target == target) {
                 let (version, state) = b.check(r, t, m);
                 versions.entry(version).or_insert(state);
             }
@@ -148,10 +155,13 @@ impl Labeler {
 impl Build {
     /// (the build's version, whether the minimized test shows the symptom there).
     fn check(&mut self, r: &Reproducer, t: &Triaged, m: &Minimized) -> (String, String) {
-        let name = self.lib.display().to_string();
+        let name = self.path.display().to_string();
         if self.worker.is_none() && self.failed.is_none() {
             let mut spec = r.worker.spec().clone();
-            spec.ort_lib = Some(self.lib.clone());
+            match self.target {
+                "tvm" => spec.python_path = Some(self.path.clone()),
+                _ => spec.ort_lib = Some(self.path.clone()),
+            }
             match Worker::start(spec) {
                 Ok(w) => self.worker = Some(w),
                 Err(e) => self.failed = Some(format!("cannot start a worker with {name}: {e:#}")),

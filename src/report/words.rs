@@ -71,13 +71,21 @@ pub(super) fn outputs_preview(o: &Outcome) -> String {
     s
 }
 
-/// The faulty culprits (not the enablers), joined, or `unknown`.
+/// The faulty culprits (not the enablers), joined, or `unknown`; an error that came out of a Relax pass run
+/// inside the culprit names that pass first: `FuseOpsByPattern (in FuseTransposeMatmul)`.
 pub(super) fn faulty(t: &Triaged) -> String {
+    faulty_or(t, "unknown")
+}
+
+pub(super) fn faulty_or(t: &Triaged, none: &str) -> String {
     let f = t.faulty();
     if f.is_empty() {
-        "unknown".into()
-    } else {
-        f.join(" + ")
+        return none.into();
+    }
+    let joined = f.join(" + ");
+    match crate::compiler::tvm::raised_within(&t.detail) {
+        Some(inner) => format!("{inner} (in {joined})"),
+        None => joined,
     }
 }
 

@@ -79,3 +79,25 @@ pub fn fuzz_fault_seeds(seeds: &Path, out: &Path, tests: usize) {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// `R.matmul(const, x)` twice with one constant LHS, as from_onnx makes of two MatMuls reading one initializer:
+/// CombineParallelMatmul raises "Cannot treat type ir.GenericConst as type ir.Var" (TVM 0.27). `n`: the size.
+pub fn constant_lhs_matmuls(n: usize, relu: bool) -> Vec<u8> {
+    let ty = TensorType::new(DType::F32, &[n, n]);
+    let mut g = Graph::new("cpm");
+    let c: Vec<f32> = (0..n * n).map(|i| (i % 7) as f32 * 0.25 - 0.5).collect();
+    g.add_initializer("c", Tensor::from_f32(&[n, n], &c));
+    for (x, y) in [("x", "y1"), ("z", "y2")] {
+        g.add_input(x, ty.clone());
+        let read = if relu {
+            let r = format!("{x}_relu");
+            g.add_node(Node::new(format!("relu_{x}"), OpId::onnx("Relu"), vec![x.into()], vec![r.clone()])).unwrap();
+            r
+        } else {
+            x.to_string()
+        };
+        g.add_node(Node::new(format!("mm_{y}"), OpId::onnx("MatMul"), vec!["c".into(), read], vec![y.into()])).unwrap();
+        g.add_output(y, ty.clone());
+    }
+    onnx::encode_model(&Model::new(g))
+}

@@ -21,6 +21,9 @@ pub struct WorkerSpec {
     pub exe: PathBuf,
     pub kind: TargetKind,
     pub ort_lib: Option<PathBuf>,
+    /// A directory put first on the worker's Python path (`PYTHONPATH`): another apache-tvm installation
+    /// (`--also-tvm`), whose `tvm` then shadows the `.venv` one.
+    pub python_path: Option<PathBuf>,
     /// Per-request time limit.
     pub timeout: Duration,
     /// Address-space limit of the worker, in MiB.
@@ -43,6 +46,7 @@ impl WorkerSpec {
             exe: std::env::current_exe().context("cannot locate the oatest executable")?,
             kind,
             ort_lib: None,
+            python_path: None,
             timeout: Duration::from_secs(10),
             mem_limit_mb: Some(8192),
             background: false,
@@ -169,6 +173,9 @@ impl Worker {
         cmd.arg("worker").arg("--target").arg(self.spec.kind.name());
         if let Some(lib) = &self.spec.ort_lib {
             cmd.arg("--ort-lib").arg(lib);
+        }
+        if let Some(dir) = &self.spec.python_path {
+            cmd.env("PYTHONPATH", dir);
         }
         // OATEST_WORKER_STDERR=inherit shows a worker's whole stderr (debugging oatest itself)
         let inherit = std::env::var("OATEST_WORKER_STDERR").is_ok_and(|v| v == "inherit");
