@@ -249,6 +249,28 @@ pub fn minimize(r: &mut Reproducer, case: &Case, culprits: &[String], limits: Li
 
 /// A bug directory's files of a module test besides `module.json`: `module.py` (its TVMScript) and its inputs as
 /// `input_K.npy` (numpy's format, so that repro.py needs no onnx).
+/// A Relax-level finding whose (reduced) seed graph already fails on its own in the pass the error was raised in,
+/// with another message (the pattern only changed how that failure shows, e.g. what reads ConvertLayout's broken
+/// layout): the finding becomes the seed's bug, its message the seed's error, and the reference and shown runs of the
+/// plain seed are returned. None (the finding untouched) otherwise.
+pub fn seed_error(r: &mut Reproducer, case: &Case, culprits: &[String]) -> Option<(Outcome, Outcome)> {
+    let pass = r.raised_in()?;
+    let (relax, message) = (r.finding.relax.take(), r.finding.message.clone());
+    let config = if culprits.is_empty() { r.finding.config.clone() } else { r.config_enabling(culprits) };
+    let seed = crate::graph::onnx::encode_model(&case.model);
+    let o = r.run(&seed, &case.feeds, &config);
+    if let Status::Error { message: m } = &o.status {
+        if crate::compiler::tvm::raised_in(m) == Some(pass.as_str()) {
+            r.finding.message = m.clone();
+            if let Some(runs) = r.check(case, culprits) {
+                return Some(runs);
+            }
+        }
+    }
+    (r.finding.relax, r.finding.message) = (relax, message);
+    None
+}
+
 pub fn write_files(dir: &std::path::Path, red: &RelaxReduced) -> anyhow::Result<()> {
     crate::util::write_atomic(&dir.join("module.py"), red.case.test.script.as_bytes())?;
     for (k, f) in red.case.feeds.iter().enumerate() {
