@@ -331,13 +331,16 @@ def _fault(meta: dict, level: str, fired: list[str]) -> str | None:
     return None
 
 
-def _raising(name: str, inner, fault):
-    """Pass `name` that runs `inner`, then raises when `fault()` (the test's fault then) is `raise:<name>`."""
+def _raising(name: str, inner, fault, names: bool = False):
+    """Pass `name` that runs `inner`, then raises when `fault()` (the test's fault then) is `raise:<name>`; with
+    `names` (metadata `oatest.fault.names`), the message says whether a pattern is spliced into the module."""
 
     def transform(mod, _ctx):
         out = inner(mod)
         if fault() == f"raise:{name}":
-            raise RuntimeError(f"oatest injected fault in {name}")
+            spliced = any(g.name_hint.startswith("oatest_pattern") for g in out.functions)
+            listed = (" on the pattern's module" if spliced else " on the seed's module") if names else ""
+            raise RuntimeError(f"oatest injected fault in {name}{listed}")
         return out
 
     return tvm.transform.module_pass(transform, opt_level=0, name=name)
@@ -490,7 +493,8 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
         kind, _, victim = str(meta.get("oatest.fault", "")).partition(":")
         if kind == "raise" and victim in names:
             i = names.index(victim)
-            passes[i] = _raising(victim, passes[i], lambda: _fault(meta, level, rec.fired))
+            names_listed = meta.get("oatest.fault.names") == "1"
+            passes[i] = _raising(victim, passes[i], lambda: _fault(meta, level, rec.fired), names_listed)
         seq = tvm.transform.Sequential(passes)
         with tvm.transform.PassContext(opt_level=3, instruments=[rec], config={} if strict else PASS_CONFIG), target:
             ex = tvm.compile(mod, target=target, relax_pipeline=seq)

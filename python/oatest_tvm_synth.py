@@ -253,6 +253,18 @@ def _splice(bb, func, ptypes, avail, rng):
 
 
 HOST_NAME = "oatest_host"
+# What makes a function an entry point: its public name, and `num_input` (its runtime inputs; the rest are weights),
+# by which LiftTransformParams and LazyGetInput re-sign it. A host function the test calls from inside the module
+# loses both: re-signed, the call inside the module would go stale (a review found four such entries).
+_ENTRY_ATTRS = ("global_symbol", "num_input")
+
+
+def _callee(func):
+    """`func` as a private function called inside the module (see _ENTRY_ATTRS)."""
+    for key in _ENTRY_ATTRS:
+        if func.attrs and key in func.attrs:
+            func = func.without_attr(key)
+    return func
 HOST_MAIN = "oatest_host_main"
 
 
@@ -332,8 +344,9 @@ def _synthesize_hosted(seed_onnx, pattern_script, rng_seed, ir_json, host_script
     for gv in host.get_global_vars():
         func = host[gv]
         if gv.name_hint == "main":
-            func = func.without_attr("global_symbol") if func.attrs and "global_symbol" in func.attrs else func
-            mod[tvm.ir.GlobalVar(HOST_MAIN)] = func
+            mod[tvm.ir.GlobalVar(HOST_MAIN)] = _callee(func)
+        elif isinstance(func, relax.Function) and gv.name_hint in callers:
+            mod[gv] = _callee(func)
         else:
             mod[gv] = func
     for gv in pat.get_global_vars():
@@ -343,7 +356,7 @@ def _synthesize_hosted(seed_onnx, pattern_script, rng_seed, ir_json, host_script
     pgv = pfunc.without_attr("global_symbol") if pfunc.attrs and "global_symbol" in pfunc.attrs else pfunc
     blocks = list(f.body.blocks)
     chosen = rng.choice([i for i, b in enumerate(blocks) if isinstance(b, relax.DataflowBlock)])
-    fattrs = {k: v for k, v in (f.attrs or {}).items() if k != "global_symbol"}
+    fattrs = {k: v for k, v in (f.attrs or {}).items() if k not in _ENTRY_ATTRS}
     with bb.function(HOST_NAME, list(f.params), attrs=fattrs or None, private=True):
         avail = [p for p in f.params if _static(p.ty)]
         extra = None

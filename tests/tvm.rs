@@ -290,6 +290,40 @@ fn a_relax_level_finding_is_reduced_in_its_seed_graph_and_keeps_the_pattern_it_n
     assert!(report.contains("The minimized Relax module `module.py`"), "{report}");
 }
 
+/// A seed graph that fails on its own in the pass the finding's error was raised in, with another message than the
+/// seed and pattern together (the pattern only changes how the failure shows, as ConvertLayout's broken R.stack
+/// layout fails differently by what reads it): the finding is filed as the seed's error, a plain model.
+#[test]
+fn a_relax_level_finding_whose_seed_fails_alone_in_the_same_pass_is_the_seeds_error() {
+    use oatest::graph::onnx;
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    small_library(&lib, &["FuseOps"], 1);
+    let pattern_file = std::fs::read_dir(lib.join("FuseOps")).unwrap().next().unwrap().unwrap().path();
+    let pattern = json(&pattern_file);
+    // FuseOps raises whenever it runs, saying whether the pattern is in the module: the pattern changes the message
+    let mut seed = onnx::decode_model(&chain(&["Relu", "Sigmoid"], Some(("raise:FuseOps", "")))).unwrap();
+    seed.metadata.push(("oatest.fault.names".into(), "1".into()));
+    let hex: String = onnx::encode_model(&seed).iter().map(|b| format!("{b:02x}")).collect();
+    let recipe = serde_json::json!({
+        "kind": "oatest-relax-synth", "seed_onnx": hex, "pattern": pattern["script"], "pass": "FuseOps",
+        "provenance": pattern["provenance"], "rng": 1, "check_only": false,
+    });
+    let file = dir.path().join("recipe.json");
+    std::fs::write(&file, recipe.to_string()).unwrap();
+    let out = dir.path().join("bug");
+    let o = oatest_faulty(&["reduce", file.to_str().unwrap(), "--target", "tvm", "--out", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    let bug = json(&out.join("bug.json"));
+    let t = &bug["triage"];
+    assert!(t["class_note"].as_str().unwrap().contains("filed as the seed's error"), "{bug}");
+    assert_eq!(t["culprits"], serde_json::json!(["FuseOps"]), "{bug}");
+    let detail = t["detail"].as_str().unwrap();
+    assert_eq!(detail, "[raised in FuseOps] RuntimeError: oatest injected fault in FuseOps on the seed's module");
+    assert!(out.join("model.onnx").exists() && !out.join("module.json").exists(), "the plain seed: {bug}");
+}
+
 /// A pattern with more than its bug needs: a function nothing calls and a chain of six ops, of which the
 /// injected fault (outputs + 1 whenever FuseOps fired) needs only what makes FuseOps fire.
 const SPARE_PATTERN: &str = r#"# from tvm.script import ir as I
