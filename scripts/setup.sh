@@ -17,20 +17,16 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r python/requirements.txt
   echo "$want" > "$stamp"
 fi
-old=.venv-ort-1.19.2
-want=$(sha256sum python/requirements-old-ort.txt | cut -d' ' -f1)
-if [ "$(cat "$old/.requirements.sha256" 2>/dev/null)" != "$want" ]; then
-  rm -rf "$old"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --target "$old" \
-    -r python/requirements-old-ort.txt
-  echo "$want" > "$old/.requirements.sha256"
-fi
-old=.venv-tvm-0.26.0
-want=$(sha256sum python/requirements-old-tvm.txt | cut -d' ' -f1)
-if [ "$(cat "$old/.requirements.sha256" 2>/dev/null)" != "$want" ]; then
-  rm -rf "$old"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --target "$old" \
-    -r python/requirements-old-tvm.txt
-  echo "$want" > "$old/.requirements.sha256"
-fi
+# an older build, installed apart from .venv (pip --target, no dependencies) and again only when its file changes
+old_build() {
+  local dir=$1 requirements=$2 want
+  want=$(sha256sum "$requirements" | cut -d' ' -f1)
+  if [ "$(cat "$dir/.requirements.sha256" 2>/dev/null)" != "$want" ]; then
+    rm -rf "$dir"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --target "$dir" -r "$requirements"
+    echo "$want" > "$dir/.requirements.sha256"
+  fi
+}
+old_build .venv-ort-1.19.2 python/requirements-old-ort.txt
+old_build .venv-tvm-0.26.0 python/requirements-old-tvm.txt
 cargo build --release --locked

@@ -252,26 +252,33 @@ fn delta_debugging_covers_an_inserted_pass() {
     assert!(found, "some FuseOpsByPattern pattern's fault is traced to the inserted pass");
 }
 
-#[test]
-fn a_relax_level_finding_is_reduced_in_its_seed_graph_and_keeps_the_pattern_it_needs() {
-    let dir = tempfile::tempdir().unwrap();
-    let lib = dir.path().join("lib");
+/// `oatest reduce` (faults on) of a recipe splicing a FuseOps pattern of a small library into `seed`, in `dir`:
+/// (the recipe file, the bug directory, reduce's stdout); asserts that it succeeds.
+fn reduce_fuseops_recipe(dir: &std::path::Path, seed: &[u8]) -> (std::path::PathBuf, std::path::PathBuf, String) {
+    let lib = dir.join("lib");
     small_library(&lib, &["FuseOps"], 1);
     let pattern_file = std::fs::read_dir(lib.join("FuseOps")).unwrap().next().unwrap().unwrap().path();
     let pattern = json(&pattern_file);
-    // a seed of 5 nodes whose injected fault (outputs + 1) needs FuseOps, which the pattern fires on its own
-    let seed = chain(&["Relu", "Sigmoid", "Neg", "Abs", "Exp"], Some(("wrong", "FuseOps")));
     let hex: String = seed.iter().map(|b| format!("{b:02x}")).collect();
     let recipe = serde_json::json!({
         "kind": "oatest-relax-synth", "seed_onnx": hex, "pattern": pattern["script"], "pass": "FuseOps",
         "provenance": pattern["provenance"], "rng": 1, "check_only": false,
     });
-    let file = dir.path().join("recipe.json");
+    let file = dir.join("recipe.json");
     std::fs::write(&file, recipe.to_string()).unwrap();
-    let out = dir.path().join("bug");
+    let out = dir.join("bug");
     let o = oatest_faulty(&["reduce", file.to_str().unwrap(), "--target", "tvm", "--out", out.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    (file, out, stdout)
+}
+
+#[test]
+fn a_relax_level_finding_is_reduced_in_its_seed_graph_and_keeps_the_pattern_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    // a seed of 5 nodes whose injected fault (outputs + 1) needs FuseOps, which the pattern fires on its own
+    let seed = chain(&["Relu", "Sigmoid", "Neg", "Abs", "Exp"], Some(("wrong", "FuseOps")));
+    let (file, out, stdout) = reduce_fuseops_recipe(dir.path(), &seed);
     assert!(stdout.contains("culprits: FuseOps"), "{stdout}");
     let bug = json(&out.join("bug.json"));
     let t = &bug["triage"];
@@ -297,24 +304,10 @@ fn a_relax_level_finding_is_reduced_in_its_seed_graph_and_keeps_the_pattern_it_n
 fn a_relax_level_finding_whose_seed_fails_alone_in_the_same_pass_is_the_seeds_error() {
     use oatest::graph::onnx;
     let dir = tempfile::tempdir().unwrap();
-    let lib = dir.path().join("lib");
-    small_library(&lib, &["FuseOps"], 1);
-    let pattern_file = std::fs::read_dir(lib.join("FuseOps")).unwrap().next().unwrap().unwrap().path();
-    let pattern = json(&pattern_file);
     // FuseOps raises whenever it runs, saying whether the pattern is in the module: the pattern changes the message
     let mut seed = onnx::decode_model(&chain(&["Relu", "Sigmoid"], Some(("raise:FuseOps", "")))).unwrap();
     seed.metadata.push(("oatest.fault.names".into(), "1".into()));
-    let hex: String = onnx::encode_model(&seed).iter().map(|b| format!("{b:02x}")).collect();
-    let recipe = serde_json::json!({
-        "kind": "oatest-relax-synth", "seed_onnx": hex, "pattern": pattern["script"], "pass": "FuseOps",
-        "provenance": pattern["provenance"], "rng": 1, "check_only": false,
-    });
-    let file = dir.path().join("recipe.json");
-    std::fs::write(&file, recipe.to_string()).unwrap();
-    let out = dir.path().join("bug");
-    let o = oatest_faulty(&["reduce", file.to_str().unwrap(), "--target", "tvm", "--out", out.to_str().unwrap()]);
-    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
-    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    let (_, out, _) = reduce_fuseops_recipe(dir.path(), &onnx::encode_model(&seed));
     let bug = json(&out.join("bug.json"));
     let t = &bug["triage"];
     assert!(t["class_note"].as_str().unwrap().contains("filed as the seed's error"), "{bug}");

@@ -23,19 +23,25 @@ fn wheel_library(dir: &Path) -> Option<PathBuf> {
     libs.pop()
 }
 
+/// Installs the project's `requirements` file into `dir` as scripts/setup.sh does (`pip install --no-deps --target`).
+fn pip_target(dir: &Path, requirements: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let status = Command::new(root.join(".venv/bin/python"))
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--target"])
+        .arg(dir)
+        .arg("-r")
+        .arg(root.join(requirements))
+        .status()
+        .expect("the project's .venv python runs (bash scripts/setup.sh)");
+    assert!(status.success(), "pip could not install {requirements} into {}", dir.display());
+}
+
 /// ORT 1.19.2's library: `.venv-ort-1.19.2` as scripts/setup.sh installs it (installed here when missing).
 fn ort_1_19_2() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join(".venv-ort-1.19.2");
     if wheel_library(&dir).is_none() {
-        let status = Command::new(root.join(".venv/bin/python"))
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--target"])
-            .arg(&dir)
-            .arg("-r")
-            .arg(root.join("python/requirements-old-ort.txt"))
-            .status()
-            .expect("the project's .venv python runs (bash scripts/setup.sh)");
-        assert!(status.success(), "pip could not install python/requirements-old-ort.txt into {}", dir.display());
+        pip_target(&dir, "python/requirements-old-ort.txt");
     }
     wheel_library(&dir).expect("the onnxruntime 1.19.2 wheel holds its library")
 }
@@ -45,14 +51,7 @@ fn tvm_0_26() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join(".venv-tvm-0.26.0");
     if !dir.join("tvm/__init__.py").is_file() {
-        let status = Command::new(root.join(".venv/bin/python"))
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--target"])
-            .arg(&dir)
-            .arg("-r")
-            .arg(root.join("python/requirements-old-tvm.txt"))
-            .status()
-            .expect("the project's .venv python runs (bash scripts/setup.sh)");
-        assert!(status.success(), "pip could not install python/requirements-old-tvm.txt into {}", dir.display());
+        pip_target(&dir, "python/requirements-old-tvm.txt");
     }
     dir
 }
