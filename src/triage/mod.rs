@@ -200,11 +200,10 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
         }
         r.finding.relax = raw;
     }
-    let seed_error = confirmed && pattern_needed && r.finding.target == "tvm";
-    let seed_error = seed_error.then(|| relax::seed_error(r, &case, &culprits)).flatten().is_some_and(|runs| {
-        (last, pattern_needed) = (Some(runs), false);
-        true
-    });
+    let mut seed_note = "";
+    if let Some(runs) = (confirmed && pattern_needed).then(|| relax::seed_error(r, &case, &culprits)).flatten() {
+        (last, pattern_needed, seed_note) = (Some(runs), false, relax::SEED_ERROR);
+    }
     // a Relax-level test that needs its pattern is reduced inside the module too: a module test of its own
     let mut relaxed = None;
     if confirmed && pattern_needed && r.finding.target == "tvm" {
@@ -260,9 +259,7 @@ pub fn triage(r: &mut Reproducer, limits: Limits) -> (Triaged, Minimized) {
     };
     let max_diff = verdict.as_ref().and_then(|v| v.max_diff);
     let (class, mut class_note) = class_of(r, &case, &c, confirmed, reference.as_ref(), shown.as_ref());
-    if seed_error {
-        class_note = format!("{class_note}; the seed graph fails there on its own, so it is filed as the seed's error");
-    }
+    class_note.push_str(seed_note);
     let enablers =
         if confirmed || r.raised_in().is_some() { r.split_enablers(&case, &culprits).enablers } else { vec![] };
     let detail = match (verdict, &shown) {

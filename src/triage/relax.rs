@@ -249,11 +249,17 @@ pub fn minimize(r: &mut Reproducer, case: &Case, culprits: &[String], limits: Li
 
 /// A bug directory's files of a module test besides `module.json`: `module.py` (its TVMScript) and its inputs as
 /// `input_K.npy` (numpy's format, so that repro.py needs no onnx).
+/// The class note's addition for a finding [`seed_error`] made the seed's.
+pub const SEED_ERROR: &str = "; the seed graph fails there on its own, so it is filed as the seed's error";
+
 /// A Relax-level finding whose (reduced) seed graph already fails on its own in the pass the error was raised in,
 /// with another message (the pattern only changed how that failure shows, e.g. what reads ConvertLayout's broken
 /// layout): the finding becomes the seed's bug, its message the seed's error, and the reference and shown runs of the
 /// plain seed are returned. None (the finding untouched) otherwise.
 pub fn seed_error(r: &mut Reproducer, case: &Case, culprits: &[String]) -> Option<(Outcome, Outcome)> {
+    if r.finding.target != "tvm" || r.finding.relax.is_none() {
+        return None;
+    }
     let pass = r.raised_in()?;
     let (relax, message) = (r.finding.relax.take(), r.finding.message.clone());
     let config = if culprits.is_empty() { r.finding.config.clone() } else { r.config_enabling(culprits) };
