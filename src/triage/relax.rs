@@ -247,8 +247,6 @@ pub fn minimize(r: &mut Reproducer, case: &Case, culprits: &[String], limits: Li
     Some(reduce(start, &mut edit, &mut accept, limits))
 }
 
-/// A bug directory's files of a module test besides `module.json`: `module.py` (its TVMScript) and its inputs as
-/// `input_K.npy` (numpy's format, so that repro.py needs no onnx).
 /// The class note's addition for a finding [`seed_error`] made the seed's.
 pub const SEED_ERROR: &str = "; the seed graph fails there on its own, so it is filed as the seed's error";
 
@@ -277,6 +275,8 @@ pub fn seed_error(r: &mut Reproducer, case: &Case, culprits: &[String]) -> Optio
     None
 }
 
+/// A bug directory's files of a module test besides `module.json`: `module.py` (its TVMScript) and its inputs as
+/// `input_K.npy` (numpy's format, so that repro.py needs no onnx).
 pub fn write_files(dir: &std::path::Path, red: &RelaxReduced) -> anyhow::Result<()> {
     crate::util::write_atomic(&dir.join("module.py"), red.case.test.script.as_bytes())?;
     for (k, f) in red.case.feeds.iter().enumerate() {
