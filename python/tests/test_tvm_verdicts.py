@@ -140,9 +140,11 @@ def _nested_in_fuse_ops(monkeypatch, catch: bool):
 
 
 def test_a_nested_pass_that_raised_is_reported_as_its_pipeline_pass(monkeypatch):
+    """Blamed on the pipeline pass (the one a configuration can leave out), the nested pass named after it."""
     _nested_in_fuse_ops(monkeypatch, catch=False)
     r = _run(EXP_ADD)
-    assert r["raised_in"] == "FuseOps" and r["message"].startswith("[raised in FuseOps] ValueError: "), r
+    assert r["raised_in"] == "FuseOps", r
+    assert r["message"].startswith("[raised in FuseOps] [within DeadCodeElimination] ValueError: "), r
 
 
 def test_a_nested_exception_caught_by_its_pass_leaves_the_record_whole(monkeypatch):
