@@ -75,8 +75,8 @@ pub struct FuzzArgs {
     /// version whether it reproduces (bug.json `versions`, "fixed upstream in X").
     #[arg(long = "also-ort-lib", value_name = "PATH")]
     pub also_ort_libs: Vec<PathBuf>,
-    /// A directory holding another apache-tvm (repeatable; `scripts/tvm-versions.sh` installs 0.25 and 0.26 under
-    /// .venv-tvm/): triage re-runs every minimized TVM bug with it and records per version whether it reproduces.
+    /// A directory holding another apache-tvm (repeatable; scripts/setup.sh installs 0.26.0 into .venv-tvm-0.26.0):
+    /// triage re-runs every minimized TVM bug with it and records per version whether it reproduces.
     #[arg(long = "also-tvm", value_name = "DIR")]
     pub also_tvm: Vec<PathBuf>,
     /// Known upstream bugs that triage labels entries with (default: the project's data/known-bugs.toml).

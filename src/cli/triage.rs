@@ -53,7 +53,7 @@ pub(super) fn check_also_tvm(dirs: &[PathBuf]) -> anyhow::Result<()> {
     for d in dirs {
         anyhow::ensure!(
             d.join("tvm").join("__init__.py").is_file(),
-            "--also-tvm {}: no apache-tvm there (expected {}; scripts/tvm-versions.sh installs some)",
+            "--also-tvm {}: no apache-tvm there (expected {}; scripts/setup.sh installs 0.26.0 into .venv-tvm-0.26.0)",
             d.display(),
             d.join("tvm").join("__init__.py").display()
         );
