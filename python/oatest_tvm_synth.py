@@ -253,6 +253,7 @@ def _splice(bb, func, ptypes, avail, rng):
 
 
 HOST_NAME = "oatest_host"
+HOST_MAIN = "oatest_host_main"
 # What makes a function an entry point: its public name, and `num_input` (its runtime inputs; the rest are weights),
 # by which LiftTransformParams and LazyGetInput re-sign it. A host function the test calls from inside the module
 # loses both: re-signed, the call inside the module would go stale (a review found four such entries).
@@ -265,7 +266,6 @@ def _callee(func):
         if func.attrs and key in func.attrs:
             func = func.without_attr(key)
     return func
-HOST_MAIN = "oatest_host_main"
 
 
 def _tensor_leaves(ty) -> int | None:

@@ -178,19 +178,23 @@ pub fn hostable_pass(pass: &str) -> bool {
 /// The configuration pass a runner error was raised in: the runner's PassInstrument names the outermost pipeline
 /// or inserted pass running when the exception came out, as the message's prefix `[raised in PASS] `.
 pub fn raised_in(message: &str) -> Option<&str> {
-    let rest = message.strip_prefix("[raised in ")?;
-    let end = rest.find("] ")?;
-    let name = &rest[..end];
-    (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some(name)
+    pass_tag(message, "[raised in ").map(|(name, _)| name)
 }
 
 /// The Relax pass, run inside the configuration pass the error was raised in, that the error came out of:
 /// `[raised in FuseTransposeMatmul] [within FuseOpsByPattern] ...` names FuseOpsByPattern.
 pub fn raised_within(message: &str) -> Option<&str> {
-    let outer = raised_in(message)?;
-    let rest = message[format!("[raised in {outer}] ").len()..].strip_prefix("[within ")?;
-    let name = &rest[..rest.find("] ")?];
-    (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some(name)
+    let (_, rest) = pass_tag(message, "[raised in ")?;
+    pass_tag(rest, "[within ").map(|(name, _)| name)
+}
+
+/// The pass name of `message`'s leading tag `{open}NAME] ` and the text after the tag.
+fn pass_tag<'a>(message: &'a str, open: &str) -> Option<(&'a str, &'a str)> {
+    let rest = message.strip_prefix(open)?;
+    let end = rest.find("] ")?;
+    let name = &rest[..end];
+    let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    valid.then_some((name, &rest[end + 2..]))
 }
 
 #[cfg(feature = "tvm")]
