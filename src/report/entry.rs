@@ -30,8 +30,12 @@ impl Filer for Entries {
     ) -> anyhow::Result<(PathBuf, bool)> {
         let upstream = self.labeler.label(r, t, m);
         // one bug seen with another culprit set joins its entry
-        let model = (r.finding.target != "tvm").then_some(&m.case.model);
-        let ours = super::related::Evidence::of(model, &t.detail, upstream.known.as_ref().map(|k| k.link.clone()));
+        let known = upstream.known.as_ref().map(|k| k.link.clone());
+        let ours = match (&m.relax, r.finding.target == "tvm") {
+            (Some(red), _) => super::related::Evidence::of_module(&red.case.test.script, known),
+            (None, true) => super::related::Evidence::of(None, &t.detail, known),
+            (None, false) => super::related::Evidence::of(Some(&m.case.model), &t.detail, known),
+        };
         if let Some(sig) = super::related::find(folder, &r.finding.target, r.finding.symptom, t, &ours) {
             let note =
                 format!("filed with {sig}: one root cause, passes {}", super::related::key_passes(t).join(" + "));

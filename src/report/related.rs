@@ -59,11 +59,36 @@ impl Evidence {
         Evidence { known, ops: model.map(|m| ops_of(&m.graph)), lost }
     }
 
-    /// The evidence of the entry in `dir`: its bug.json's known report, its model.onnx's ops.
-    fn of_entry(dir: &Path, rec: &BugRecord) -> Evidence {
-        let model = crate::graph::onnx::load(&dir.join("model.onnx")).ok();
-        Evidence::of(model.as_ref(), &rec.triage.detail, rec.upstream.known.as_ref().map(|k| k.link.clone()))
+    /// The evidence of a minimized Relax module test (its TVMScript `script`): the Relax ops its bindings call.
+    pub fn of_module(script: &str, known: Option<String>) -> Evidence {
+        Evidence { known, ops: Some(relax_ops(script)), lost: None }
     }
+
+    /// The evidence of the entry in `dir`: its bug.json's known report, its model.onnx's ops (or its module.py's).
+    fn of_entry(dir: &Path, rec: &BugRecord) -> Evidence {
+        let known = rec.upstream.known.as_ref().map(|k| k.link.clone());
+        if let Ok(script) = std::fs::read_to_string(dir.join("module.py")) {
+            return Evidence::of_module(&script, known);
+        }
+        let model = crate::graph::onnx::load(&dir.join("model.onnx")).ok();
+        Evidence::of(model.as_ref(), &rec.triage.detail, known)
+    }
+}
+
+/// The Relax ops the bindings of a TVMScript module call (`v: T = R.nn.conv2d(...)` gives `nn.conv2d`), sorted,
+/// with repeats: a binding's value is the first `R.` call after its ` = `.
+pub fn relax_ops(script: &str) -> Vec<String> {
+    let mut ops: Vec<String> = script
+        .lines()
+        .filter_map(|l| {
+            let value = l.split_once(" = ")?.1.trim_start();
+            let call = value.strip_prefix("R.")?;
+            let name = &call[..call.find('(')?];
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.').then(|| name.to_string())
+        })
+        .collect();
+    ops.sort();
+    ops
 }
 
 /// The op type of the node of `g` (or of a body in it, however deep) that produces `value`.
@@ -298,6 +323,34 @@ mod tests {
         let lost = |op: &str| Evidence { lost: Some(op.into()), ..NONE };
         assert!(related(&returned, "ort", Symptom::Error, &read, &lost("Add"), &lost("Add")));
         assert!(!related(&returned, "ort", Symptom::Error, &read, &lost("Gemm"), &lost("Identity")));
+    }
+
+    /// A review of TVM campaigns found ExpandMatmulOfSum's missing shape check filed twice, for a broadcast and for
+    /// a scalar bias, with two messages: one pass, one minimized module's ops.
+    #[test]
+    fn two_errors_of_one_relax_pass_on_the_same_ops_are_one_entry() {
+        const MODULE: &str = r#"@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32"), w: R.Tensor((3, 4), dtype="float32")):
+        with R.dataflow():
+            s: R.Tensor((3, 4), dtype="float32") = R.add(R.const(1, "float32"), BIAS)
+            y = R.matmul(x, s)
+            z = R.nn.relu(y)
+            R.output(z)
+        return z
+"#;
+        let module = |bias: &str| MODULE.replace("BIAS", bias);
+        let (scalar, broadcast) = (module("R.const(2, \"float32\")"), module("w"));
+        assert_eq!(relax_ops(&scalar), ["add", "matmul", "nn.relu"]);
+        let mut entry = record(triaged(&["ExpandMatmulOfSum"], &[], "Check failed: (lhs_shape.size() >= 2) is false"));
+        entry.target = "tvm".into();
+        let other = triaged(&["ExpandMatmulOfSum"], &[], "InternalError: Index -1 out of bounds");
+        let (a, b) = (Evidence::of_module(&scalar, None), Evidence::of_module(&broadcast, None));
+        assert!(related(&entry, "tvm", Symptom::Error, &other, &a, &b));
+        // another reader: not known to be one bug
+        let c = Evidence::of_module(&broadcast.replace("R.nn.relu", "R.sum"), None);
+        assert!(!related(&entry, "tvm", Symptom::Error, &other, &a, &c));
     }
 
     #[test]
