@@ -19,6 +19,11 @@
 //! op type (EmbedLayerNormFusion removing the embedding-sum Add that a node, or the graph, still reads), else two
 //! kinds: as one, GemmTransposeFusion's lost input edge (an Identity's output) joined its skipped graph-output check
 //! (the Gemm's own output), two bugs.
+//!
+//! A minimized Relax module's evidence is the ops its bindings call (module.py): TVM's errors carry only the
+//! innermost C++ frame, so one broken value fails with another message in every op that reads it (ConvertLayout's
+//! layout of `R.stack` in a sum, a reshape, a relu). Two errors of one pass whose modules differ only in main's
+//! last binding (the reader) and share at least two other ops are one bug.
 
 use super::record::BugRecord;
 use crate::finding::signature::error_kind;
@@ -50,18 +55,31 @@ pub struct Evidence {
     /// For an error that names a lost value (a node reads it, or an output was, but nothing produces it any more):
     /// the op type that produced it in the minimized model (the node the pass removed but should have kept).
     pub lost: Option<String>,
+    /// For a Relax module test: the op of main's last binding, the reader where an error of the pass surfaced.
+    pub reader: Option<String>,
 }
 
 impl Evidence {
     /// The evidence of a minimized `model` that fails with `detail`, whose upstream report is `known`.
     pub fn of(model: Option<&crate::graph::Model>, detail: &str, known: Option<String>) -> Evidence {
         let lost = crate::finding::signature::lost_value(detail).and_then(|v| producer_op(&model?.graph, v));
-        Evidence { known, ops: model.map(|m| ops_of(&m.graph)), lost }
+        Evidence { known, ops: model.map(|m| ops_of(&m.graph)), lost, reader: None }
     }
 
     /// The evidence of a minimized Relax module test (its TVMScript `script`): the Relax ops its bindings call.
     pub fn of_module(script: &str, known: Option<String>) -> Evidence {
-        Evidence { known, ops: Some(relax_ops(script)), lost: None }
+        // main's body: up to the next function's decorator
+        let main = script.split_once("def main(").map(|(_, m)| m.split("\n    @").next().unwrap_or(m));
+        let reader = main.and_then(|m| binding_ops(m).last().cloned());
+        Evidence { known, ops: Some(relax_ops(script)), lost: None, reader }
+    }
+
+    /// The ops without the reader (one of it), when there is one.
+    fn before_reader(&self) -> Option<Vec<String>> {
+        let mut ops = self.ops.clone()?;
+        let at = ops.iter().position(|o| Some(o) == self.reader.as_ref())?;
+        ops.remove(at);
+        Some(ops)
     }
 
     /// The evidence of the entry in `dir`: its bug.json's known report, its model.onnx's ops (or its module.py's).
@@ -78,7 +96,14 @@ impl Evidence {
 /// The Relax ops the bindings of a TVMScript module call (`v: T = R.nn.conv2d(...)` gives `nn.conv2d`), sorted,
 /// with repeats: a binding's value is the first `R.` call after its ` = `.
 pub fn relax_ops(script: &str) -> Vec<String> {
-    let mut ops: Vec<String> = script
+    let mut ops = binding_ops(script);
+    ops.sort();
+    ops
+}
+
+/// The Relax ops of `script`'s bindings in their order.
+fn binding_ops(script: &str) -> Vec<String> {
+    script
         .lines()
         .filter_map(|l| {
             let value = l.split_once(" = ")?.1.trim_start();
@@ -86,9 +111,7 @@ pub fn relax_ops(script: &str) -> Vec<String> {
             let name = &call[..call.find('(')?];
             name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.').then(|| name.to_string())
         })
-        .collect();
-    ops.sort();
-    ops
+        .collect()
 }
 
 /// The op type of the node of `g` (or of a body in it, however deep) that produces `value`.
@@ -166,7 +189,13 @@ pub fn related(
     };
     let same_ops = ops_tie && ours.ops.is_some() && ours.ops == theirs.ops;
     let same_lost = ours.lost.is_some() && ours.lost == theirs.lost;
-    same_failure || one_report || same_ops || same_lost
+    // two errors of one Relax pass whose minimized modules differ only in the reader where the error surfaced:
+    // one broken value read by different ops (ConvertLayout's layout of R.stack fails as "can't find S" in a
+    // sum, "Index -1 out of bounds" in a reshape or relu); at least two ops besides the reader
+    let one_value = rec.symptom == Symptom::Error
+        && symptom == Symptom::Error
+        && ours.before_reader().is_some_and(|o| o.len() >= 2 && Some(&o) == theirs.before_reader().as_ref());
+    same_failure || one_report || same_ops || same_lost || one_value
 }
 
 /// The signature of an entry in `folder` related to `t`, when there is one (the one with the most findings).
@@ -237,7 +266,7 @@ mod tests {
         }
     }
 
-    const NONE: Evidence = Evidence { known: None, ops: None, lost: None };
+    const NONE: Evidence = Evidence { known: None, ops: None, lost: None, reader: None };
 
     const MISSING: &str =
         "Invalid model. Node input 'a_1' is not a graph input, initializer, or output of a previous node.";
@@ -348,9 +377,20 @@ class Module:
         let other = triaged(&["ExpandMatmulOfSum"], &[], "InternalError: Index -1 out of bounds");
         let (a, b) = (Evidence::of_module(&scalar, None), Evidence::of_module(&broadcast, None));
         assert!(related(&entry, "tvm", Symptom::Error, &other, &a, &b));
-        // another reader: not known to be one bug
+        // another reader of the same values (ConvertLayout's stack layout read by a sum, a reshape): one bug
         let c = Evidence::of_module(&broadcast.replace("R.nn.relu", "R.sum"), None);
-        assert!(!related(&entry, "tvm", Symptom::Error, &other, &a, &c));
+        assert_eq!(c.reader.as_deref(), Some("sum"));
+        assert!(related(&entry, "tvm", Symptom::Error, &other, &a, &c));
+        // ... but not where the values differ too, nor a wrong result
+        let d = Evidence::of_module(&broadcast.replace("R.nn.relu", "R.sum").replace("R.add", "R.subtract"), None);
+        assert!(!related(&entry, "tvm", Symptom::Error, &other, &a, &d));
+        let mut wrong = entry.clone();
+        wrong.symptom = Symptom::Inconsistency;
+        assert!(!related(&wrong, "tvm", Symptom::Error, &other, &a, &c));
+        // one op besides the reader is no evidence
+        let short =
+            |r: &str| Evidence::of_module(&format!("    def main(x):\n        a = R.stack(x)\n        b = {r}(a)\n"), None);
+        assert!(!related(&entry, "tvm", Symptom::Error, &other, &short("R.sum"), &short("R.reshape")));
     }
 
     #[test]
