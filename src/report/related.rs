@@ -388,8 +388,10 @@ class Module:
         wrong.symptom = Symptom::Inconsistency;
         assert!(!related(&wrong, "tvm", Symptom::Error, &other, &a, &c));
         // one op besides the reader is no evidence
-        let short =
-            |r: &str| Evidence::of_module(&format!("    def main(x):\n        a = R.stack(x)\n        b = {r}(a)\n"), None);
+        let short = |r: &str| {
+            let script = format!("    def main(x):\n        a = R.stack(x)\n        b = {r}(a)\n");
+            Evidence::of_module(&script, None)
+        };
         assert!(!related(&entry, "tvm", Symptom::Error, &other, &short("R.sum"), &short("R.reshape")));
     }
 
