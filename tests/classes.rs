@@ -423,6 +423,19 @@ fn ort_an_approximation_across_a_singularity_is_approximated() {
     assert_eq!(bug["triage"]["class"], "approximated", "{bug}");
 }
 
+/// ONNX Runtime 1.32.0 (seed 211, a duplicate in review): DivMulFusion rewrites the int64 `ids * (1 / d)` as
+/// `ids / d`, and the EmbedLayerNormalization that EmbedLayerNormFusion made of the Gathers refuses the index -1
+/// (the unoptimized `ids * 0` is 0). The failing node is a fused one, not in the model: the values the model computes,
+/// returned one at a time, show DivMulFusion's wrong value, so the error is keyed as that wrong result.
+#[test]
+fn ort_a_fused_node_refusing_a_value_computed_wrong_is_that_wrong_results_entry() {
+    let bug = reduce_kept("divmul-int-under-embedlayernorm", "all+free_dims").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "optimizer", "{bug}");
+    let note = bug["triage"]["class_note"].as_str().unwrap();
+    assert!(note.contains("reads a value the culprits compute wrong"), "{bug}");
+    assert!(note.contains("mul_3"), "{bug}");
+}
+
 /// ONNX Runtime 1.32.0 (seed 211, filed as a GeluApproximation bug): a BiasGelu of -5.3 then Floor under
 /// `all+gelu_approx`. FastGelu's tanh saturates to -1, so the approximated Gelu is -0 and its Floor -0 where the exact
 /// one gives -1; the model evaluated with the approximation must saturate alike (numpy's float32 tanh stops one ULP
