@@ -23,7 +23,9 @@
 //! A minimized Relax module's evidence is the ops its bindings call (module.py): TVM's errors carry only the
 //! innermost C++ frame, so one broken value fails with another message in every op that reads it (ConvertLayout's
 //! layout of `R.stack` in a sum, a reshape, a relu). Two errors of one pass whose modules differ only in main's
-//! last binding (the reader) and share at least two other ops are one bug.
+//! last binding (the reader) and share at least two other ops are one bug. So are two failures of one pass on values
+//! the minimized models both return and read (an intermediate the pass consumed, lost or wrong: the graph-output
+//! check it skips is one).
 
 use super::record::BugRecord;
 use crate::finding::signature::error_kind;
@@ -57,13 +59,22 @@ pub struct Evidence {
     pub lost: Option<String>,
     /// For a Relax module test: the op of main's last binding, the reader where an error of the pass surfaced.
     pub reader: Option<String>,
+    /// The failure is on a value the minimized model both returns and reads (an intermediate the pass consumed):
+    /// lost, or wrong.
+    pub returned: bool,
 }
 
 impl Evidence {
     /// The evidence of a minimized `model` that fails with `detail`, whose upstream report is `known`.
     pub fn of(model: Option<&crate::graph::Model>, detail: &str, known: Option<String>) -> Evidence {
         let lost = crate::finding::signature::lost_value(detail).and_then(|v| producer_op(&model?.graph, v));
-        Evidence { known, ops: model.map(|m| ops_of(&m.graph)), lost, reader: None }
+        let failing =
+            crate::finding::signature::lost_value(detail).or(crate::finding::signature::deviating_output(detail));
+        let returned = match (model, failing) {
+            (Some(m), Some(v)) => m.graph.outputs.iter().any(|o| o == v) && !m.graph.consumers(v).is_empty(),
+            _ => false,
+        };
+        Evidence { known, ops: model.map(|m| ops_of(&m.graph)), lost, reader: None, returned }
     }
 
     /// The evidence of a minimized Relax module test (its TVMScript `script`): the Relax ops its bindings call.
@@ -71,7 +82,7 @@ impl Evidence {
         // main's body: up to the next function's decorator
         let main = script.split_once("def main(").map(|(_, m)| m.split("\n    @").next().unwrap_or(m));
         let reader = main.and_then(|m| binding_ops(m).last().cloned());
-        Evidence { known, ops: Some(relax_ops(script)), lost: None, reader }
+        Evidence { known, ops: Some(relax_ops(script)), lost: None, reader, returned: false }
     }
 
     /// The ops without the reader (one of it), when there is one.
@@ -195,7 +206,10 @@ pub fn related(
     let one_value = rec.symptom == Symptom::Error
         && symptom == Symptom::Error
         && ours.before_reader().is_some_and(|o| o.len() >= 2 && Some(&o) == theirs.before_reader().as_ref());
-    same_failure || one_report || same_ops || same_lost || one_value
+    // one pass failing on returned intermediates, lost or wrong (MatMul_BatchNormalization_Fusion folding a
+    // returned Transpose away, and batch-normalizing a returned Reshape): the check it skips is one
+    let both_returned = ours.returned && theirs.returned;
+    same_failure || one_report || same_ops || same_lost || one_value || both_returned
 }
 
 /// The signature of an entry in `folder` related to `t`, when there is one (the one with the most findings).
@@ -266,7 +280,7 @@ mod tests {
         }
     }
 
-    const NONE: Evidence = Evidence { known: None, ops: None, lost: None, reader: None };
+    const NONE: Evidence = Evidence { known: None, ops: None, lost: None, reader: None, returned: false };
 
     const MISSING: &str =
         "Invalid model. Node input 'a_1' is not a graph input, initializer, or output of a previous node.";
@@ -393,6 +407,30 @@ class Module:
             Evidence::of_module(&script, None)
         };
         assert!(!related(&entry, "tvm", Symptom::Error, &other, &short("R.sum"), &short("R.reshape")));
+    }
+
+    /// A review found MatMul_BatchNormalization_Fusion filed twice: a returned Transpose output lost (an error) and
+    /// a returned Reshape output batch-normalized (a wrong result), minimized to other ops. Both fail on a value the
+    /// model returns and reads: one skipped check, one entry. A lost value nobody else reads is not such evidence.
+    #[test]
+    fn one_pass_failing_on_returned_intermediates_is_one_entry() {
+        use crate::graph::{DType, Graph, Model, Node, OpId, TensorType};
+        let mut g = Graph::new("g");
+        g.add_input("x", TensorType::new(DType::F32, &[2]));
+        g.add_node(Node::new("t", OpId::onnx("Transpose"), vec!["x".into()], vec!["t".into()])).unwrap();
+        g.add_node(Node::new("r", OpId::onnx("Relu"), vec!["t".into()], vec!["r".into()])).unwrap();
+        g.add_output("t", TensorType::new(DType::F32, &[2]));
+        g.add_output("r", TensorType::new(DType::F32, &[2]));
+        let m = Model::new(g);
+        let lost = "the session was created, but output 't' came back without a value or type information";
+        let (error, wrong) =
+            (Evidence::of(Some(&m), lost, None), Evidence::of(Some(&m), "output 't'[1]: expected 1", None));
+        assert!(error.returned && wrong.returned);
+        assert!(!Evidence::of(Some(&m), "output 'r'[1]: expected 1, got 2", None).returned, "a sink");
+        let e = record(triaged(&["MatMul_BatchNormalization_Fusion"], &["ConstantSharing"], lost));
+        let t = triaged(&["MatMul_BatchNormalization_Fusion"], &[], "output 'p_reshape_output0'[3]: expected 3.8");
+        assert!(related(&e, "ort", Symptom::Inconsistency, &t, &error, &wrong));
+        assert!(!related(&e, "ort", Symptom::Inconsistency, &t, &error, &NONE));
     }
 
     #[test]
