@@ -436,6 +436,15 @@ fn ort_a_fused_node_refusing_a_value_computed_wrong_is_that_wrong_results_entry(
     assert!(note.contains("mul_3"), "{bug}");
 }
 
+/// ONNX Runtime 1.32.0 (seed 211, filed as a LayerNormFusionL1 bug): the square root of a layer normalization's
+/// mean minus a value near its bias, rounding noise around 0. The fused kernel's noise is negative (NaN), the
+/// unoptimized run's positive; float64 and the perturbed references give NaN too: precision.
+#[test]
+fn ort_a_nan_from_the_square_root_of_rounding_noise_is_precision() {
+    let bug = reduce_kept("sqrt-of-layernorm-noise", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+}
+
 /// ONNX Runtime 1.32.0 (seed 211, filed as a GeluApproximation bug): a BiasGelu of -5.3 then Floor under
 /// `all+gelu_approx`. FastGelu's tanh saturates to -1, so the approximated Gelu is -0 and its Floor -0 where the exact
 /// one gives -1; the model evaluated with the approximation must saturate alike (numpy's float32 tanh stops one ULP
