@@ -13,17 +13,17 @@
 //! Across symptoms and failure kinds (a review found MatMul_BatchNormalization_Fusion's error and wrong result, or the
 //! int32 QuantizeLinear of #25001 with and without a zero point, filed twice), two entries whose key passes meet are
 //! one bug when both match one upstream report, or when their minimized models hold the same ops ([`Evidence`]) and not
-//! both compute wrong values (two causes of one fusion's wrong result minimize alike), an error beside a wrong value
-//! only when the error lost a value (a kernel refusing the fused node is another cause). A node reading a removed value
-//! and an output nobody produces any more are one failure when the value's producer in the minimized models is of one
-//! op type (EmbedLayerNormFusion removing the embedding-sum Add that a node, or the graph, still reads), else two
-//! kinds: as one, GemmTransposeFusion's lost input edge (an Identity's output) joined its skipped graph-output check
-//! (the Gemm's own output), two bugs.
+//! both compute wrong values (two causes of one fusion's wrong result minimize alike; an error and a crash are one kind
+//! here), an error beside a wrong value only when the error lost a value (a kernel refusing the fused node is another
+//! cause). A node reading a removed value and an output nobody produces any more are one failure when the value's
+//! producer in the minimized models is of one op type (EmbedLayerNormFusion removing the embedding-sum Add that a node,
+//! or the graph, still reads), else two kinds: as one, GemmTransposeFusion's lost input edge (an Identity's output)
+//! joined its skipped graph-output check (the Gemm's own output), two bugs.
 //!
 //! A minimized Relax module's evidence is the ops its bindings call (module.py): TVM's errors carry only the
 //! innermost C++ frame, so one broken value fails with another message in every op that reads it (ConvertLayout's
 //! layout of `R.stack` in a sum, a reshape, a relu). Two errors of one pass whose modules differ only in main's
-//! last binding (the reader) and share at least two other ops are one bug. So are two failures of one pass on values
+//! last binding (the reader) and share at least one other op are one bug. So are two failures of one pass on values
 //! the minimized models both return and read (an intermediate the pass consumed, lost or wrong: the graph-output
 //! check it skips is one).
 
@@ -193,19 +193,23 @@ pub fn related(
     // to the fused pattern: LayerNormFusion's unchecked Pow exponent and its broadcast scale), and an error to a
     // wrong value only when it lost a value (a returned intermediate the fusion consumed, missing or garbage; a
     // kernel refusing the fused node is another cause)
+    let failure = |s: Symptom| matches!(s, Symptom::Error | Symptom::Crash);
     let ops_tie = match (rec.symptom, symptom) {
         (Symptom::Inconsistency, Symptom::Inconsistency) => false,
         (a, b) if a == b => true,
+        // an error and a crash on the same ops: one memory fault (ConvertLayout's negative squeeze axes, bad_alloc
+        // or SIGSEGV)
+        (a, b) if failure(a) && failure(b) => true,
         _ => ours.lost.is_some() || theirs.lost.is_some(),
     };
     let same_ops = ops_tie && ours.ops.is_some() && ours.ops == theirs.ops;
     let same_lost = ours.lost.is_some() && ours.lost == theirs.lost;
     // two errors of one Relax pass whose minimized modules differ only in the reader where the error surfaced:
     // one broken value read by different ops (ConvertLayout's layout of R.stack fails as "can't find S" in a
-    // sum, "Index -1 out of bounds" in a reshape or relu); at least two ops besides the reader
+    // sum, "Index -1 out of bounds" in a reshape or relu); at least one op besides the reader
     let one_value = rec.symptom == Symptom::Error
         && symptom == Symptom::Error
-        && ours.before_reader().is_some_and(|o| o.len() >= 2 && Some(&o) == theirs.before_reader().as_ref());
+        && ours.before_reader().is_some_and(|o| !o.is_empty() && Some(&o) == theirs.before_reader().as_ref());
     // one pass failing on returned intermediates, lost or wrong (MatMul_BatchNormalization_Fusion folding a
     // returned Transpose away, and batch-normalizing a returned Reshape): the check it skips is one
     let both_returned = ours.returned && theirs.returned;
@@ -401,12 +405,19 @@ class Module:
         let mut wrong = entry.clone();
         wrong.symptom = Symptom::Inconsistency;
         assert!(!related(&wrong, "tvm", Symptom::Error, &other, &a, &c));
-        // one op besides the reader is no evidence
-        let short = |r: &str| {
-            let script = format!("    def main(x):\n        a = R.stack(x)\n        b = {r}(a)\n");
-            Evidence::of_module(&script, None)
+        // the stack and its reader alone (ConvertLayout needs no conv2d to fail on it); the reader alone is no evidence
+        let short = |ops: &[&str]| {
+            let body: String = ops.iter().map(|op| format!("        a = {op}(a)\n")).collect();
+            Evidence::of_module(&format!("    def main(a):\n{body}"), None)
         };
-        assert!(!related(&entry, "tvm", Symptom::Error, &other, &short("R.sum"), &short("R.reshape")));
+        let (max, reshape) = (short(&["R.stack", "R.max"]), short(&["R.stack", "R.reshape"]));
+        assert!(related(&entry, "tvm", Symptom::Error, &other, &max, &reshape));
+        assert!(!related(&entry, "tvm", Symptom::Error, &other, &short(&["R.max"]), &short(&["R.reshape"])));
+        // an error and a crash on the same ops (a squeeze of negative axes: bad_alloc, SIGSEGV)
+        let squeeze = short(&["R.squeeze"]);
+        let mut crashed = entry.clone();
+        crashed.symptom = Symptom::Crash;
+        assert!(related(&crashed, "tvm", Symptom::Error, &other, &squeeze, &squeeze));
     }
 
     /// A review found MatMul_BatchNormalization_Fusion filed twice: a returned Transpose output lost (an error) and
