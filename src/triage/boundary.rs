@@ -3,7 +3,8 @@
 //! layer normalization of equal values is exactly 0, or a mean exactly 1, and a fused kernel lands one ULP below).
 //! The float values the Casts read decide: returned too (the Casts stay, so the pass sees the graph it rewrote),
 //! they are judged against the float64 evaluation ([`super::conditioning::refine_float64`]), and rounding there is
-//! rounding here.
+//! rounding here; under a configuration that approximates by design, against the model evaluated with that
+//! approximation first.
 
 use super::classify::{Class, Classified};
 use super::holds;
@@ -37,6 +38,29 @@ pub fn refine(
         run
     };
     let (u, o, exact) = (floats(&u), floats(&o), floats(&exact));
+    // under a configuration that approximates by design, the floats are the approximation's (an approximated Gelu
+    // of -5 is -0 where ORT's tanh saturates one ULP early, and its Floor 0 instead of -1)
+    let names = crate::compiler::named::approximations(&optimized.config);
+    if !names.is_empty() {
+        let approximated = r.semantic.as_mut().map(|s| s.run_approximated(&bytes, &part.feeds, &names));
+        if let Some(Ok(a)) = approximated {
+            let probe = Classified { class: Class::Optimizer, note: String::new() };
+            let hints = crate::oracle::Hints::of(&part.model.graph);
+            let refined = super::classify::refine_approximated(&r.oracle, &hints, probe, [&u, &o], &floats(&a), &names);
+            if refined.class == Class::Approximated {
+                return Classified {
+                    class: Class::Approximated,
+                    note: format!(
+                        "{}; the outputs that differ are steps of floats (Sign, Floor) or integers cast from floats, \
+                         and the floats they read match the model evaluated with the approximation {} that its \
+                         configuration asks for by design",
+                        c.note,
+                        names.join(" + ")
+                    ),
+                };
+            }
+        }
+    }
     let comparable = holds::outputs_without_quantized_ops(&part.model);
     let probe = Classified { class: Class::Optimizer, note: String::new() };
     let refined = super::conditioning::refine_float64(probe, r.oracle.tolerance, &u, &o, &exact, &comparable, None);
@@ -47,8 +71,8 @@ pub fn refine(
     Classified {
         class: Class::Precision,
         note: format!(
-            "{}; the outputs that differ are integers cast from floats, or steps of floats (Sign, Floor), at a rounding \
-             boundary: {note}",
+            "{}; the outputs that differ are integers cast from floats, or steps of floats (Sign, Floor), at a \
+             rounding boundary: {note}",
             c.note
         ),
     }
