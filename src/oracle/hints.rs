@@ -107,7 +107,14 @@ impl Hints {
                 h.quantized.extend(outputs.clone());
             }
             let step = if n.op.name == "DequantizeLinear" {
-                n.inputs.first().filter(|q| h.quantized.contains(*q)).and_then(|_| scale(g, n))
+                let own = n.inputs.first().filter(|q| h.quantized.contains(*q)).and_then(|_| scale(g, n));
+                // levels requantized from a dequantized value: one rounding or two (DoubleQDQPairsRemover makes
+                // one of Q, DQ, Q, DQ), the value is known to one step of the coarser scale
+                let requantized = n.inputs.first().and_then(|q| g.producer(q)).map(|at| g.node(at.node));
+                let before = requantized
+                    .filter(|q| q.op.name == "QuantizeLinear")
+                    .and_then(|q| h.dequantized.get(q.inputs.first()?).copied());
+                own.map(|s| before.map_or(s, |b| s.max(b)))
             } else {
                 from.iter().filter_map(|v| h.dequantized.get(v).copied()).reduce(f64::max)
             };
