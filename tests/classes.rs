@@ -448,7 +448,8 @@ fn ort_a_nan_from_the_square_root_of_rounding_noise_is_precision() {
 
 /// ONNX Runtime 1.32.0 (seed 211, the same entry triaged again): at -4.96 ORT's tanh saturates to -1 one ULP before
 /// the correctly rounded one does, so the approximated Gelu is -0 and the model evaluated with the approximation
-/// -3e-7: Floor makes -0 and -1. The float Floor reads is judged against the approximation: approximated.
+/// -3e-7; times 1 + Erf of it, then Floor: -0 and -1. The float Floor reads is judged against the approximation
+/// (the Gelu's alone: ORT keeps the Erf exact): approximated.
 #[test]
 fn ort_a_floor_of_an_approximation_one_ulp_apart_is_approximated() {
     let bug = reduce_kept("floor-of-early-saturated-gelu", "all+gelu_approx").expect("a finding");

@@ -40,13 +40,14 @@ pub fn refine(
     let (u, o, exact) = (floats(&u), floats(&o), floats(&exact));
     // under a configuration that approximates by design, the floats are the approximation's (an approximated Gelu
     // of -5 is -0 where ORT's tanh saturates one ULP early, and its Floor 0 instead of -1)
-    let names = crate::compiler::named::approximations(&optimized.config);
-    if !names.is_empty() {
-        let approximated = r.semantic.as_mut().map(|s| s.run_approximated(&bytes, &part.feeds, &names));
+    // (each approximation in turn added, as the whole model is judged: GeluApproximation's Gelu, then its Erf)
+    let all = crate::compiler::named::approximations(&optimized.config);
+    for names in (1..=all.len()).map(|k| &all[..k]) {
+        let approximated = r.semantic.as_mut().map(|s| s.run_approximated(&bytes, &part.feeds, names));
         if let Some(Ok(a)) = approximated {
             let probe = Classified { class: Class::Optimizer, note: String::new() };
             let hints = crate::oracle::Hints::of(&part.model.graph);
-            let refined = super::classify::refine_approximated(&r.oracle, &hints, probe, [&u, &o], &floats(&a), &names);
+            let refined = super::classify::refine_approximated(&r.oracle, &hints, probe, [&u, &o], &floats(&a), names);
             if refined.class == Class::Approximated {
                 return Classified {
                     class: Class::Approximated,
