@@ -30,6 +30,7 @@ and some ops' results in float64); an output whose type the model does not decla
 """
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import warnings
@@ -42,6 +43,8 @@ from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_loop import Loop as _OnnxLoop
 
 _MS = "com.microsoft"
+# the domain of ops that stand for an approximated op where only some of its nodes are approximated
+_APPROX = "oatest.approximated"
 _ERF = np.vectorize(math.erf, otypes=[np.float64])
 
 
@@ -330,8 +333,48 @@ APPROXIMATIONS = {
         _approximating("Gelu", _MS, lambda self, x, **_: (_tanh_gelu(x),)),
         _approximating("BiasGelu", _MS, lambda self, a, b: (_tanh_gelu(a + b),)),
     ],
-    "erf": [_approximating("Erf", "", _tanh_erf)],
+    # ORT approximates an Erf only inside the Gelu it fuses (x / sqrt 2 into Erf): `_mark_gelu_erfs` renames those
+    "erf": [_approximating("GeluErf", _APPROX, _tanh_erf)],
 }
+
+
+def _sqrt2_scaled(graph, value):
+    """Whether `value` is produced by a Div by sqrt(2) or a Mul by 1/sqrt(2) of `graph` (a constant operand)."""
+    consts = {i.name: i for i in graph.initializer}
+    for n in graph.node:
+        if n.op_type == "Constant" and n.output:
+            for a in n.attribute:
+                if a.name == "value":
+                    consts[n.output[0]] = a.t
+    producer = next((n for n in graph.node if value in n.output), None)
+    if producer is None or producer.op_type not in ("Div", "Mul") or len(producer.input) != 2:
+        return False
+    c = consts.get(producer.input[1])
+    if c is None:
+        return False
+    v = numpy_helper.to_array(c).astype(np.float64).ravel()
+    want = math.sqrt(2.0) if producer.op_type == "Div" else 1.0 / math.sqrt(2.0)
+    return v.size == 1 and abs(v[0] - want) < 1e-5
+
+
+def _mark_gelu_erfs(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with every Erf of a Gelu (its input x / sqrt 2) renamed to `GeluErf`, which the "erf" approximation
+    evaluates: ORT's GeluApproximation approximates those only, an Erf elsewhere stays exact."""
+    model = copy.deepcopy(model)
+
+    def mark(graph):
+        for n in graph.node:
+            if n.op_type == "Erf" and n.domain in ("", "ai.onnx") and _sqrt2_scaled(graph, n.input[0]):
+                n.op_type, n.domain = "GeluErf", _APPROX
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    mark(a.g)
+
+    mark(model.graph)
+    if not any(o.domain == _APPROX for o in model.opset_import):
+        model.opset_import.append(onnx.helper.make_opsetid(_APPROX, 1))
+    return model
+
 
 
 def _ops(approximate) -> list:
@@ -518,6 +561,8 @@ def run(
             # numpy's overflow and invalid-value warnings are values (Inf, NaN), not failures
             warnings.simplefilter("ignore")
             with np.errstate(all="ignore"):
+                if "erf" in approximate:
+                    model = _mark_gelu_erfs(model)
                 evaluator = ReferenceEvaluator(model, new_ops=_ops(approximate) + _older_forms(model))
                 if check_shapes:
                     every = evaluator.run(None, feeds, intermediate=True)

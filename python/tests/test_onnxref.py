@@ -195,6 +195,15 @@ def test_gelu_approximation_evaluates_gelu_and_erf_by_fast_gelus_formula():
     _, erf_gelu = outputs(("gelu", "erf"))
     np.testing.assert_allclose(erf_gelu, tanh, atol=1e-6)
     assert ref.run(m.SerializeToString(), feeds, False, ("sine",))["status"] == "error"
+    # an Erf outside a Gelu stays exact: ORT approximates only the Gelu it fuses (a review found a standalone Erf
+    # beside an Erf-built Gelu; approximating both explained neither)
+    plain = h.make_node("Erf", ["x"], ["plain_erf"])
+    graph.node.append(plain)
+    graph.output.append(h.make_tensor_value_info("plain_erf", T.FLOAT, [1, 13]))
+    m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)])
+    _, erf_gelu, plain_erf = outputs(("gelu", "erf"))
+    np.testing.assert_allclose(erf_gelu, tanh, atol=1e-6)
+    np.testing.assert_allclose(plain_erf, [[math.erf(v) for v in x[0]]], atol=1e-6)
 
 
 @pytest.mark.parametrize("opset", [11, 13])
