@@ -49,6 +49,9 @@ pub fn outputs_without_quantized_ops(model: &crate::graph::Model) -> std::collec
                 let of_given =
                     matches!(n.op.name.as_str(), "QuantizeLinear" | "DynamicQuantizeLinear" | "DequantizeLinear")
                         && n.inputs.first().is_some_and(|x| given(g, x, 0));
+                // a quantized op of given levels and parameters computes the same levels in float64 (a layer
+                // normalization of the dequantized QLinearConv output of a graph input: the fused kernel exact)
+                let of_given = of_given || n.inputs.iter().filter(|i| !i.is_empty()).all(|x| given(g, x, 0));
                 if is_quantized(n) && !of_given {
                     return false;
                 }
@@ -74,8 +77,11 @@ fn given(g: &crate::graph::Graph, value: &str, depth: usize) -> bool {
     let Some(at) = g.producer(value) else { return false };
     let n = g.node(at.node);
     let moved = MOVES.contains(&n.op.name.as_str()) && n.op.domain.is_empty();
+    // integer results of given values (a QLinearConv of a quantized graph input, a MaxPool of its levels) are the
+    // same levels in a float64 evaluation
+    let integer = g.types.get(value).and_then(|t| t.tensor()).is_some_and(|t| !t.dtype.is_float());
     depth < 16
-        && (moved || matches!(n.op.name.as_str(), "DequantizeLinear" | "QuantizeLinear"))
+        && (moved || integer || matches!(n.op.name.as_str(), "DequantizeLinear" | "QuantizeLinear"))
         && n.inputs.iter().filter(|i| !i.is_empty()).all(|i| given(g, i, depth + 1))
 }
 
