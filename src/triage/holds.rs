@@ -51,7 +51,8 @@ pub fn outputs_without_quantized_ops(model: &crate::graph::Model) -> std::collec
                         && n.inputs.first().is_some_and(|x| given(g, x, 0));
                 // a quantized op of given levels and parameters computes the same levels in float64 (a layer
                 // normalization of the dequantized QLinearConv output of a graph input: the fused kernel exact)
-                let of_given = of_given || n.inputs.iter().filter(|i| !i.is_empty()).all(|x| given(g, x, 0));
+                let plain = n.subgraphs().next().is_none();
+                let of_given = of_given || (plain && n.inputs.iter().filter(|i| !i.is_empty()).all(|x| given(g, x, 0)));
                 if is_quantized(n) && !of_given {
                     return false;
                 }
@@ -79,7 +80,8 @@ fn given(g: &crate::graph::Graph, value: &str, depth: usize) -> bool {
     let moved = MOVES.contains(&n.op.name.as_str()) && n.op.domain.is_empty();
     // integer results of given values (a QLinearConv of a quantized graph input, a MaxPool of its levels) are the
     // same levels in a float64 evaluation
-    let integer = g.types.get(value).and_then(|t| t.tensor()).is_some_and(|t| !t.dtype.is_float());
+    let integer = n.subgraphs().next().is_none()
+        && g.types.get(value).and_then(|t| t.tensor()).is_some_and(|t| !t.dtype.is_float());
     depth < 16
         && (moved || integer || matches!(n.op.name.as_str(), "DequantizeLinear" | "QuantizeLinear"))
         && n.inputs.iter().filter(|i| !i.is_empty()).all(|i| given(g, i, depth + 1))
