@@ -457,9 +457,9 @@ fn ort_a_floor_of_an_approximation_one_ulp_apart_is_approximated() {
 }
 
 /// ONNX Runtime 1.32.0 (seed 211, the LayerNormFusionL1 entry triaged again): a layer normalization of three equal
-/// values, dequantized from a QLinearConv and MaxPool of a quantized graph input. The fused kernel gives the exact
-/// bias, the unoptimized run 4.8e-3 off it. Integer results of given levels are the same in a float64 evaluation,
-/// so the output is judged against it: precision.
+/// values, dequantized from a QLinearConv and MaxPool of a graph input cast, expanded and quantized. The fused kernel
+/// gives the exact bias, the unoptimized run 4.8e-3 off it. A Cast, a selection and quantized ops of given values are
+/// the same in a float64 evaluation, so the output is judged against it: precision.
 #[test]
 fn ort_a_float_output_after_quantized_ops_of_given_levels_is_judged_in_float64() {
     let bug = reduce_kept("layernorm-after-qlinearconv", "all").expect("a finding");

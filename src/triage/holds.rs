@@ -78,12 +78,15 @@ fn given(g: &crate::graph::Graph, value: &str, depth: usize) -> bool {
     let Some(at) = g.producer(value) else { return false };
     let n = g.node(at.node);
     let moved = MOVES.contains(&n.op.name.as_str()) && n.op.domain.is_empty();
-    // integer results of given values (a QLinearConv of a quantized graph input, a MaxPool of its levels) are the
-    // same levels in a float64 evaluation
-    let integer = n.subgraphs().next().is_none()
-        && g.types.get(value).and_then(|t| t.tensor()).is_some_and(|t| !t.dtype.is_float());
+    // what some ops make of given values is the same in a float64 evaluation: a quantized op's levels (a QLinearConv
+    // of a quantized graph input), a selection (a MaxPool of its levels), a Cast but to a 16-bit float
+    let half = |c: i64| matches!(DType::from_onnx(c as i32), DType::F16 | DType::BF16);
+    let exact = n.subgraphs().next().is_none()
+        && (is_quantized(n)
+            || matches!(n.op.name.as_str(), "MaxPool" | "GlobalMaxPool" | "ReduceMax" | "ReduceMin" | "Max" | "Min")
+            || (n.op.name == "Cast" && n.attr_int("to").is_some_and(|c| !half(c))));
     depth < 16
-        && (moved || integer || matches!(n.op.name.as_str(), "DequantizeLinear" | "QuantizeLinear"))
+        && (moved || exact || matches!(n.op.name.as_str(), "DequantizeLinear" | "QuantizeLinear"))
         && n.inputs.iter().filter(|i| !i.is_empty()).all(|i| given(g, i, depth + 1))
 }
 
