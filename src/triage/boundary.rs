@@ -38,17 +38,27 @@ pub fn refine(
         run
     };
     let (u, o, exact) = (floats(&u), floats(&o), floats(&exact));
-    // under a configuration that approximates by design, the floats are the approximation's
-    if let Some(names) = by_approximation(r, &part, &bytes, [&u, &o], &floats) {
-        return Classified {
-            class: Class::Approximated,
-            note: format!(
-                "{}; the outputs that differ are steps of floats (Sign, Floor) or integers cast from floats, and the \
-                 floats they read match the model evaluated with the approximation {names} that its configuration \
-                 asks for by design",
-                c.note
-            ),
-        };
+    // under a configuration that approximates by design, the floats are the approximation's (an approximated Gelu
+    // of -5 is -0 where ORT's tanh saturates one ULP early, and its Floor 0 instead of -1)
+    let all = crate::compiler::named::approximations(&optimized.config);
+    if !all.is_empty() {
+        let hints = crate::oracle::Hints::of(&part.model.graph);
+        let probe = Classified { class: Class::Optimizer, note: String::new() };
+        let semantic = &mut r.semantic;
+        let evaluate =
+            |names: &[String]| semantic.as_mut()?.run_approximated(&bytes, &part.feeds, names).ok().map(|a| floats(&a));
+        let refined = super::classify::refine_by_approximations(&r.oracle, &hints, probe, [&u, &o], &all, evaluate);
+        if refined.class == Class::Approximated {
+            return Classified {
+                class: Class::Approximated,
+                note: format!(
+                    "{}; the outputs that differ are steps of floats (Sign, Floor) or integers cast from floats, and \
+                     the floats they read: {}",
+                    c.note,
+                    refined.note.trim_start_matches("; ")
+                ),
+            };
+        }
     }
     let comparable = holds::outputs_without_quantized_ops(&part.model);
     let probe = Classified { class: Class::Optimizer, note: String::new() };
@@ -65,30 +75,6 @@ pub fn refine(
             c.note
         ),
     }
-}
-
-/// The approximations (joined by " + ") of the optimized run's configuration whose evaluation of `part` (encoded as
-/// `bytes`) the optimized floats match where they differ from the unoptimized ones (an approximated Gelu of -5 is -0
-/// where ORT's tanh saturates one ULP early, and its Floor 0 instead of -1). Each approximation in turn is added, as
-/// the whole model is judged (GeluApproximation's Gelu, then its Erf).
-fn by_approximation(
-    r: &mut Reproducer,
-    part: &Case,
-    bytes: &[u8],
-    [u, o]: [&Outcome; 2],
-    floats: &dyn Fn(&Outcome) -> Outcome,
-) -> Option<String> {
-    let all = crate::compiler::named::approximations(&o.config);
-    let hints = crate::oracle::Hints::of(&part.model.graph);
-    for names in (1..=all.len()).map(|k| &all[..k]) {
-        let Some(Ok(a)) = r.semantic.as_mut().map(|s| s.run_approximated(bytes, &part.feeds, names)) else { continue };
-        let probe = Classified { class: Class::Optimizer, note: String::new() };
-        let refined = super::classify::refine_approximated(&r.oracle, &hints, probe, [u, o], &floats(&a), names);
-        if refined.class == Class::Approximated {
-            return Some(names.join(" + "));
-        }
-    }
-    None
 }
 
 /// Whether float value `v` is a whole number of steps: a result of [`holds::FLOAT_STEPS`] (Sign, Floor: one ULP

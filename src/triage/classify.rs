@@ -281,6 +281,28 @@ pub fn refine_approximated(
     }
 }
 
+/// [`refine_approximated`] with the approximations `all` of a configuration added one at a time (GeluApproximation's
+/// Gelu, then its Erf), as far as one explains the deviation; `evaluate` gives the model evaluated with some of them.
+pub fn refine_by_approximations(
+    oracle: &Oracle,
+    hints: &Hints,
+    classified: Classified,
+    runs: [&Outcome; 2],
+    all: &[String],
+    mut evaluate: impl FnMut(&[String]) -> Option<Outcome>,
+) -> Classified {
+    let mut c = classified;
+    for names in (1..=all.len()).map(|k| &all[..k]) {
+        if let Some(a) = evaluate(names) {
+            c = refine_approximated(oracle, hints, c, runs, &a, names);
+        }
+        if c.class != Class::Optimizer {
+            break;
+        }
+    }
+    c
+}
+
 /// See [`refine_widened`]: whether every output where `optimized` deviates from `semantic` is a float32/float64
 /// output whose expected values are all exact 16-bit floats (of one type) and whose optimized values, rounded to
 /// that type, agree with them.

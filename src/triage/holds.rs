@@ -51,8 +51,7 @@ pub fn outputs_without_quantized_ops(model: &crate::graph::Model) -> std::collec
                         && n.inputs.first().is_some_and(|x| given(g, x, 0));
                 // a quantized op of given levels and parameters computes the same levels in float64 (a layer
                 // normalization of the dequantized QLinearConv output of a graph input: the fused kernel exact)
-                let plain = n.subgraphs().next().is_none();
-                let of_given = of_given || (plain && n.inputs.iter().filter(|i| !i.is_empty()).all(|x| given(g, x, 0)));
+                let of_given = of_given || given(g, &v, 0);
                 if is_quantized(n) && !of_given {
                     return false;
                 }
@@ -80,11 +79,10 @@ fn given(g: &crate::graph::Graph, value: &str, depth: usize) -> bool {
     let moved = MOVES.contains(&n.op.name.as_str()) && n.op.domain.is_empty();
     // what some ops make of given values is the same in a float64 evaluation: a quantized op's levels (a QLinearConv
     // of a quantized graph input), a selection (a MaxPool of its levels), a Cast but to a 16-bit float
-    let half = |c: i64| matches!(DType::from_onnx(c as i32), DType::F16 | DType::BF16);
     let exact = n.subgraphs().next().is_none()
         && (is_quantized(n)
             || matches!(n.op.name.as_str(), "MaxPool" | "GlobalMaxPool" | "ReduceMax" | "ReduceMin" | "Max" | "Min")
-            || (n.op.name == "Cast" && n.attr_int("to").is_some_and(|c| !half(c))));
+            || (n.op.name == "Cast" && n.attr_int("to").is_some_and(|c| !is_half(DType::from_onnx(c as i32)))));
     depth < 16
         && (moved || exact || matches!(n.op.name.as_str(), "DequantizeLinear" | "QuantizeLinear"))
         && n.inputs.iter().filter(|i| !i.is_empty()).all(|i| given(g, i, depth + 1))
@@ -139,6 +137,11 @@ pub fn before_boundaries_in(g: &crate::graph::Graph) -> std::collections::HashSe
     seen
 }
 
+/// A 16-bit float type.
+fn is_half(d: DType) -> bool {
+    matches!(d, DType::F16 | DType::BF16)
+}
+
 /// Whether a model computes in float16 or bfloat16 anywhere (a value, an initializer or a Cast target).
 pub fn has_half_floats(model: &crate::graph::Model) -> bool {
     has_half_floats_in(&model.graph)
@@ -146,12 +149,11 @@ pub fn has_half_floats(model: &crate::graph::Model) -> bool {
 
 /// [`has_half_floats`] of a graph and its control-flow bodies, however deep.
 fn has_half_floats_in(g: &crate::graph::Graph) -> bool {
-    let half = |d: DType| matches!(d, DType::F16 | DType::BF16);
     let cast_to_half = |n: &crate::graph::Node| {
-        ["to", "dtype"].iter().any(|k| n.attr_int(k).is_some_and(|c| half(DType::from_onnx(c as i32))))
+        ["to", "dtype"].iter().any(|k| n.attr_int(k).is_some_and(|c| is_half(DType::from_onnx(c as i32))))
     };
-    g.types.values().filter_map(|t| t.tensor()).any(|t| half(t.dtype))
-        || g.initializers.values().any(|t| half(t.dtype))
+    g.types.values().filter_map(|t| t.tensor()).any(|t| is_half(t.dtype))
+        || g.initializers.values().any(|t| is_half(t.dtype))
         || g.node_ids()
             .map(|id| g.node(id))
             .any(|n| cast_to_half(n) || n.subgraphs().any(|(_, b)| has_half_floats_in(b)))

@@ -83,17 +83,9 @@ impl<'w> Reproducer<'w> {
         let c = match self.semantic.as_mut() {
             Some(s) if c.class == Class::Optimizer && !approximations.is_empty() => {
                 let model = onnx::encode_model(&case.model);
-                let mut c = c;
-                for k in 1..=approximations.len() {
-                    let names = &approximations[..k];
-                    if let Ok(a) = s.run_approximated(&model, &case.feeds, names) {
-                        c = classify::refine_approximated(&self.oracle, &hints, c, [unoptimized, optimized], &a, names);
-                    }
-                    if c.class != Class::Optimizer {
-                        break;
-                    }
-                }
-                c
+                let evaluate = |names: &[String]| s.run_approximated(&model, &case.feeds, names).ok();
+                let runs = [unoptimized, optimized];
+                classify::refine_by_approximations(&self.oracle, &hints, c, runs, &approximations, evaluate)
             }
             _ => c,
         };
