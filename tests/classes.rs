@@ -263,9 +263,11 @@ fn ort_layer_norm_of_equal_values_is_ill_conditioned_precision() {
 /// ONNX Runtime 1.32.0 (seed 71, left in `undecided/` and `nonfinite/` in review): NoopElimination removes
 /// `Add(m, +0)`, which is not a no-op at m = -0; `x / m` then gives -inf for +inf. onnx.reference cannot run
 /// the whole model (an unrelated com.microsoft FusedConv output), so the output that differs is judged on the
-/// part of the model that computes it; an infinity of the other sign is a wrong result, not a NaN/Inf difference.
+/// part of the model that computes it. An infinity of the other sign there is the sign of a zero: two reviews split
+/// on whether dropping `x + 0` is a bug (XLA and most graph compilers do it), so it is classified `nonfinite`, not
+/// filed (session 23).
 #[test]
-fn ort_noop_elimination_of_adding_zero_to_negative_zero_is_an_optimizer_bug() {
+fn ort_noop_elimination_of_adding_zero_to_negative_zero_is_a_signed_zero_difference() {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/oatest-findings/noop-negative-zero");
     let dir = tempfile::tempdir().unwrap();
     let model = std::fs::read(data.join("model.onnx")).unwrap();
@@ -273,10 +275,11 @@ fn ort_noop_elimination_of_adding_zero_to_negative_zero_is_an_optimizer_bug() {
     let bug = reduce(dir.path(), &model, "ort", &args);
     assert_eq!(bug["symptom"], "inconsistency", "{bug}");
     assert_eq!(bug["triage"]["culprits"], serde_json::json!(["NoopElimination"]), "{bug}");
-    assert_eq!(bug["triage"]["class"], "optimizer", "{bug}");
+    assert_eq!(bug["triage"]["class"], "nonfinite", "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("sign of a zero"), "{bug}");
     let reduced = onnx::load(&dir.path().join("bug/model.onnx")).unwrap();
     let ops: Vec<String> = reduced.graph.node_ids().map(|id| reduced.graph.node(id).op.name.clone()).collect();
-    assert!(!ops.contains(&"FusedConv".to_string()), "the unrelated output is reduced away: {ops:?}");
+    assert!(ops.contains(&"Add".to_string()) && ops.len() <= 4, "the Add of +0 stays, little else: {ops:?}");
 }
 
 /// `oatest reduce` of a finding kept under tests/data/oatest-findings/`name` at `config`; None when this machine
@@ -444,6 +447,18 @@ fn ort_a_fused_node_refusing_a_value_computed_wrong_is_that_wrong_results_entry(
 fn ort_a_nan_from_the_square_root_of_rounding_noise_is_precision() {
     let bug = reduce_kept("sqrt-of-layernorm-noise", "all").expect("a finding");
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 211, a LayerNormFusionL1 entry at session 22's final build): the mean of a layer
+/// normalization's output minus its mean is rounding noise around 0; cast to float16 and divided by 1e-12, one ULP
+/// of noise is 59,604 where the unoptimized run's noise rounds to 0. Moving the values the arithmetic computes by
+/// one ULP moves onnx.reference's result as far (the Pow's exponent 2 kept exact): precision.
+#[test]
+fn ort_rounding_noise_divided_by_a_tiny_epsilon_is_precision() {
+    let bug = reduce_kept("layernorm-mean-to-float16", "all").expect("a finding");
+    assert_eq!(bug["triage"]["culprits"], serde_json::json!(["LayerNormFusionL1"]), "{bug}");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("values its arithmetic computes"), "{bug}");
 }
 
 /// ONNX Runtime 1.32.0 (seed 211, the same entry triaged again): at -4.96 ORT's tanh saturates to -1 one ULP before

@@ -160,7 +160,9 @@ pub fn classify(
     // differences only at elements whose expected value is not finite (or where neither run is)
     if let Some((u, o)) = finite_parts(&unoptimized.outputs, &optimized.outputs, &semantic.outputs) {
         if same(oracle, hints, &u, &o) {
-            let note = "every difference is at an element where onnx.reference gives NaN/Inf, or where both runs do";
+            let note =
+                "every difference is at an element where onnx.reference gives NaN/Inf (an infinity of the other \
+                        sign included: the sign of a zero it divides by), or where both runs do";
             return Classified { class: Class::Nonfinite, note: note.into() };
         }
     }
@@ -388,9 +390,9 @@ fn finite_parts(
             .zip(&va)
             .zip(&vb)
             .map(|((e, x), y)| {
-                // an infinity's sign is decided: the unoptimized run's +inf where the optimized gives -inf stays
-                let flipped = e.is_infinite() && x == e && *y == -e;
-                (!e.is_finite() || (!x.is_finite() && !y.is_finite())) && !flipped
+                // an infinity of the other sign counts here too: it is the sign of a zero divided by, which
+                // passes that drop `x + 0` do not keep (IEEE: -0 + 0 = +0), as most graph compilers do not
+                !e.is_finite() || (!x.is_finite() && !y.is_finite())
             })
             .collect();
         let dims: Vec<usize> = ta.dims.iter().map(|&d| d.max(0) as usize).collect();
@@ -452,9 +454,9 @@ mod tests {
         let nan = run(out(&[2], &[f32::NAN, 2.0]));
         let inf = run(out(&[2], &[f32::INFINITY, 2.0]));
         assert_eq!(classify(&oracle, &h, &nan, &inf, Ok(&nan)).class, Class::Nonfinite);
-        // an infinity of the other sign is a wrong result (x / (-0 + 0) once the Add of +0 is removed)
+        // an infinity of the other sign is the sign of a zero (x / (-0 + 0) once the Add of +0 is removed)
         let minus = run(out(&[2], &[f32::NEG_INFINITY, 2.0]));
-        assert_eq!(classify(&oracle, &h, &inf, &minus, Ok(&inf)).class, Class::Optimizer);
+        assert_eq!(classify(&oracle, &h, &inf, &minus, Ok(&inf)).class, Class::Nonfinite);
         assert_eq!(classify(&oracle, &h, &inf, &nan, Ok(&inf)).class, Class::Nonfinite);
         // one output decides when its reference is clean, whatever another output does
         let two = |y: &[f32], z: &[f32]| {

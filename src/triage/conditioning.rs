@@ -1,98 +1,21 @@
 //! Whether a wrong-looking optimized result is only rounding at an ill-conditioned input. Some computations
 //! amplify rounding without bound at some inputs: a layer normalization of nearly equal values divides a
 //! difference of a few ULPs by a tiny deviation, so two correct implementations (one- and two-pass variance)
-//! disagree in the third digit. The semantic reference rounds too. Perturbing the float inputs and constants (a
-//! fold rounds what it computes) that no rounding boundary reads by a few ULPs and evaluating the model again
-//! shows how far rounding alone moves the exact result there: a deviation
+//! disagree in the third digit. The semantic reference rounds too. Perturbing the float inputs, constants (a
+//! fold rounds what it computes) and computed values (a fused kernel rounds elsewhere) that no rounding boundary
+//! reads by a few ULPs ([`super::perturb`]) and evaluating the model again shows how far rounding alone moves the
+//! exact result there: a deviation
 //! within that distance is class `precision`, not a bug of the pass. So is an optimized float result no farther
 //! from the model evaluated in float64 than the unoptimized one (`refine_float64`: summation order, fused kernels).
 
 use super::classify::{Class, Classified};
-use crate::compiler::{NamedTensor, Outcome};
+use super::perturb::{PERTURBATIONS, PERTURB_ULPS, ROUNDING_ULPS};
+use crate::compiler::Outcome;
 use crate::graph::{DType, Tensor};
 use crate::oracle::{Oracle, Tolerance};
-use rand::{Rng, SeedableRng};
-use std::collections::HashSet;
 
-/// How many ULPs (relative, of each input's dtype) a perturbation moves each float input element, at most.
-pub const PERTURB_ULPS: f64 = 4.0;
-/// How many perturbed evaluations measure the spread.
-pub const PERTURBATIONS: u64 = 3;
 /// A deviation is explained when it is at most this many times the perturbed results' spread.
 const SPREAD_FACTOR: f64 = 2.0;
-
-/// The unit roundoff of a float dtype.
-fn epsilon(d: DType) -> Option<f64> {
-    match d {
-        DType::F32 => Some(f32::EPSILON as f64),
-        DType::F64 => Some(f64::EPSILON),
-        DType::F16 => Some(2f64.powi(-10)),
-        DType::BF16 => Some(2f64.powi(-7)),
-        _ => None,
-    }
-}
-
-/// `feeds` with every float element multiplied by `1 + u·PERTURB_ULPS·eps`, u uniform in [-1, 1] (seeded), but
-/// those `fixed` names.
-pub fn perturbed(feeds: &[NamedTensor], seed: u64, fixed: &HashSet<String>) -> Vec<NamedTensor> {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    feeds
-        .iter()
-        .map(|f| {
-            let t = &f.tensor;
-            if fixed.contains(&f.name) {
-                return f.clone();
-            }
-            let (Some(eps), Some(values)) = (epsilon(t.dtype), t.to_f64s()) else { return f.clone() };
-            let moved: Vec<f64> =
-                values.iter().map(|v| v * (1.0 + rng.random_range(-1.0..=1.0) * PERTURB_ULPS * eps)).collect();
-            let dims: Vec<usize> = t.dims.iter().map(|&d| d.max(0) as usize).collect();
-            NamedTensor { name: f.name.clone(), tensor: Tensor::from_f64s(t.dtype, &dims, &moved) }
-        })
-        .collect()
-}
-
-/// `model` with every element of its float initializers moved as in [`perturbed`]: a constant a pass folds is
-/// rounded to its dtype, so a correct fold (a float16 BatchNormalization into float16 weights) moves the result as
-/// far as constants moved by a few ULPs do. Constants a rounding boundary reads (a quantized op, an integer Cast),
-/// directly or through what they feed, stay (`fixed`, [`super::holds::before_boundaries`]).
-pub fn perturbed_model(model: &crate::graph::Model, seed: u64, fixed: &HashSet<String>) -> crate::graph::Model {
-    let mut moved = model.clone();
-    perturb_graph(&mut moved.graph, seed ^ 0x5eed_c0de, fixed);
-    moved
-}
-
-/// The nodes of `g` whose bodies' constants move: those whose results no rounding boundary reads.
-fn movable_bodies(g: &crate::graph::Graph, fixed: &HashSet<String>) -> Vec<crate::graph::NodeId> {
-    g.node_ids().filter(|&id| !g.node(id).outputs.iter().any(|o| fixed.contains(o))).collect()
-}
-
-/// Moves the float initializers of `g` not `fixed`, and those of its [`movable_bodies`] (a Loop's weights) by what
-/// their own rounding boundaries read.
-fn perturb_graph(g: &mut crate::graph::Graph, seed: u64, fixed: &HashSet<String>) {
-    let as_feeds: Vec<NamedTensor> =
-        g.initializers.iter().map(|(name, t)| NamedTensor { name: name.clone(), tensor: t.clone() }).collect();
-    for f in perturbed(&as_feeds, seed, fixed) {
-        g.initializers.insert(f.name, f.tensor);
-    }
-    for (k, id) in movable_bodies(g, fixed).into_iter().enumerate() {
-        g.edit_bodies(id, |b| {
-            perturb_graph(b, seed.wrapping_add(k as u64 + 1), &super::holds::before_boundaries_in(b))
-        });
-    }
-}
-
-/// Whether [`perturbed`] and [`perturbed_model`] move anything: a float input or initializer not `fixed`, or a
-/// float initializer of a [`movable_bodies`] body.
-pub fn can_perturb(model: &crate::graph::Model, feeds: &[NamedTensor], fixed: &HashSet<String>) -> bool {
-    let movable = |name: &String, t: &Tensor| t.dtype.is_float() && !fixed.contains(name);
-    let g = &model.graph;
-    feeds.iter().any(|f| movable(&f.name, &f.tensor))
-        || g.initializers.iter().any(|(n, t)| movable(n, t))
-        || movable_bodies(g, fixed)
-            .into_iter()
-            .any(|id| g.node(id).subgraphs().any(|(_, b)| b.initializers.values().any(|t| t.dtype.is_float())))
-}
 
 /// Refines class `optimizer` to [`Class::Precision`] when every element where `optimized` is beyond tolerance of
 /// `semantic` deviates by at most twice as much as `perturbed` (the reference's results on inputs moved by a few
@@ -164,8 +87,9 @@ pub fn refine(
         class: Class::Precision,
         note: format!(
             "{}; but the model is ill-conditioned at this input: moving the float inputs and constants by \
-             {PERTURB_ULPS} ULPs moves onnx.reference's own result about as far (the optimized deviation is at most {worst_ratio:.2} times that \
-             spread, over {PERTURBATIONS} perturbations), so it is rounding, not a bug",
+             {PERTURB_ULPS} ULPs and the values its arithmetic computes by {ROUNDING_ULPS} moves onnx.reference's \
+             own result about as far (the optimized deviation is at most {worst_ratio:.2} times that spread, over \
+             {PERTURBATIONS} perturbations), so it is rounding, not a bug",
             classified.note
         ),
     }
@@ -362,7 +286,7 @@ pub fn refine_lost_nan(c: Classified, unoptimized: &Outcome, optimized: &Outcome
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compiler::{Config, Level, Status};
+    use crate::compiler::{Config, Level, NamedTensor, Status};
 
     fn run(v: &[f64], dtype: DType) -> Outcome {
         let tensor = Tensor::from_f64s(dtype, &[v.len()], v);
@@ -481,35 +405,5 @@ mod tests {
         assert_eq!(refine_lost_nan(c(), &u, &run(&[0.5, 1.0], DType::F32), &finite).class, Class::Nonfinite);
         let (u2, o2) = (run(&[0.0, 1.0], DType::F32), run(&[0.5, 1.0], DType::F32));
         assert_eq!(refine_lost_nan(c(), &u2, &o2, &e).class, Class::Nonfinite);
-    }
-
-    /// A fold rounds the constants it computes: a float model's initializers move by a few ULPs, never more, and
-    /// integers stay; what a quantized op reads stays (moving a scale moves its rounding boundaries).
-    #[test]
-    fn perturbed_constants_move_by_a_few_ulps_unless_the_model_is_quantized() {
-        use crate::graph::{Graph, Model, Node, OpId};
-        let mut g = Graph::new("g");
-        g.add_initializer("w", Tensor::from_f64s(DType::F16, &[3], &[1.0, -2.0, 0.5]));
-        g.add_initializer("k", Tensor::from_f64s(DType::I64, &[1], &[3.0]));
-        g.add_input("x", crate::graph::TensorType::new(DType::F16, &[3]));
-        g.add_node(Node::new("add", OpId::onnx("Add"), vec!["x".into(), "w".into()], vec!["y".into()])).unwrap();
-        g.add_output("y", crate::graph::TensorType::new(DType::F16, &[3]));
-        let model = Model::new(g);
-        let fixed = |m: &Model| super::super::holds::before_boundaries(m);
-        assert!(can_perturb(&model, &[], &fixed(&model)));
-        let moved = perturbed_model(&model, 1, &fixed(&model));
-        let (w0, w1) =
-            (model.graph.initializers["w"].to_f64s().unwrap(), moved.graph.initializers["w"].to_f64s().unwrap());
-        assert_ne!(w0, w1, "float constants move");
-        for (a, b) in w0.iter().zip(&w1) {
-            assert!((a - b).abs() <= PERTURB_ULPS * 2f64.powi(-10) * a.abs(), "{a} -> {b}");
-        }
-        assert_eq!(model.graph.initializers["k"], moved.graph.initializers["k"], "integers stay");
-        let mut q = model.clone();
-        q.graph
-            .add_node(Node::new("q", OpId::onnx("QuantizeLinear"), vec!["y".into(), "w".into()], vec!["z".into()]))
-            .unwrap();
-        assert_eq!(perturbed_model(&q, 1, &fixed(&q)).graph.initializers, q.graph.initializers);
-        assert!(!can_perturb(&q, &[], &fixed(&q)));
     }
 }

@@ -14,6 +14,7 @@ pub mod fresh;
 pub mod holds;
 mod load;
 mod parts;
+pub mod perturb;
 mod platform;
 pub mod reduce;
 mod reduce_cf;

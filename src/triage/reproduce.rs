@@ -6,6 +6,7 @@ use super::conditioning;
 use super::dd::{self, Culprits, Probe};
 use super::holds;
 use super::load::Finding;
+use super::perturb;
 use super::reduce::Case;
 use crate::compiler::worker::Worker;
 use crate::compiler::{Config, NamedTensor, Outcome, Status};
@@ -92,15 +93,15 @@ impl<'w> Reproducer<'w> {
         // a float result as close to the exact (float64) values as the unoptimized one only rounds differently
         let c = if c.class == Class::Optimizer { self.by_float64(c, case, runs, None, &mut exact) } else { c };
         // at an ill-conditioned input, rounding alone moves the exact result as far: perturbed inputs tell
-        let fixed = holds::before_boundaries(&case.model);
+        let fixed = perturb::kept_in(&case.model.graph);
         let c = match (&semantic, self.semantic.as_mut()) {
             (Ok(truth), Some(s))
-                if c.class == Class::Optimizer && conditioning::can_perturb(&case.model, &case.feeds, &fixed) =>
+                if c.class == Class::Optimizer && perturb::can_perturb(&case.model, &case.feeds, &fixed) =>
             {
-                let runs: Vec<Outcome> = (1..=conditioning::PERTURBATIONS)
+                let runs: Vec<Outcome> = (1..=perturb::PERTURBATIONS)
                     .filter_map(|k| {
-                        let model = onnx::encode_model(&conditioning::perturbed_model(&case.model, k, &fixed));
-                        s.run(&model, &conditioning::perturbed(&case.feeds, k, &fixed)).ok()
+                        let model = onnx::encode_model(&perturb::perturbed_model(&case.model, k, &fixed));
+                        s.run(&model, &perturb::perturbed(&case.feeds, k, &fixed)).ok()
                     })
                     .collect();
                 conditioning::refine(&self.oracle, c, truth, optimized, &runs)

@@ -1,0 +1,258 @@
+//! Perturbed evaluations of a model: how far rounding alone moves the exact result at a given input
+//! ([`super::conditioning::refine`] judges by them). The float inputs and constants that no rounding boundary reads
+//! move by a few ULPs (a fold rounds what it computes), and so do the values the model's arithmetic computes (a
+//! fused kernel rounds elsewhere than the ops it replaces).
+
+use crate::compiler::NamedTensor;
+use crate::graph::{DType, Tensor};
+use rand::{Rng, SeedableRng};
+use std::collections::HashSet;
+
+/// How many ULPs (relative, of each input's dtype) a perturbation moves each float input element, at most.
+pub const PERTURB_ULPS: f64 = 4.0;
+/// How many perturbed evaluations measure the spread.
+pub const PERTURBATIONS: u64 = 3;
+
+/// The unit roundoff of a float dtype.
+pub(super) fn epsilon(d: DType) -> Option<f64> {
+    match d {
+        DType::F32 => Some(f32::EPSILON as f64),
+        DType::F64 => Some(f64::EPSILON),
+        DType::F16 => Some(2f64.powi(-10)),
+        DType::BF16 => Some(2f64.powi(-7)),
+        _ => None,
+    }
+}
+
+/// The values of `g` that perturbations keep: what a rounding boundary reads ([`super::holds::before_boundaries_in`])
+/// and the exponents of Pow (a model's `x ^ 2` is exact intent: 2 moved by a few ULPs makes a negative base NaN).
+pub fn kept_in(g: &crate::graph::Graph) -> HashSet<String> {
+    let mut kept = super::holds::before_boundaries_in(g);
+    let pow = g.node_ids().map(|id| g.node(id)).filter(|n| n.op.name == "Pow" && n.op.domain.is_empty());
+    kept.extend(pow.filter_map(|n| n.inputs.get(1).cloned()));
+    kept
+}
+
+/// `feeds` with every float element multiplied by `1 + u·PERTURB_ULPS·eps`, u uniform in [-1, 1] (seeded), but
+/// those `fixed` names.
+pub fn perturbed(feeds: &[NamedTensor], seed: u64, fixed: &HashSet<String>) -> Vec<NamedTensor> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    feeds
+        .iter()
+        .map(|f| {
+            let t = &f.tensor;
+            if fixed.contains(&f.name) {
+                return f.clone();
+            }
+            let (Some(eps), Some(values)) = (epsilon(t.dtype), t.to_f64s()) else { return f.clone() };
+            let moved: Vec<f64> =
+                values.iter().map(|v| v * (1.0 + rng.random_range(-1.0..=1.0) * PERTURB_ULPS * eps)).collect();
+            let dims: Vec<usize> = t.dims.iter().map(|&d| d.max(0) as usize).collect();
+            NamedTensor { name: f.name.clone(), tensor: Tensor::from_f64s(t.dtype, &dims, &moved) }
+        })
+        .collect()
+}
+
+/// `model` with every element of its float initializers moved as in [`perturbed`]: a constant a pass folds is
+/// rounded to its dtype, so a correct fold (a float16 BatchNormalization into float16 weights) moves the result as
+/// far as constants moved by a few ULPs do. Constants a rounding boundary reads (a quantized op, an integer Cast),
+/// directly or through what they feed, stay (`fixed`, [`kept_in`]).
+///
+/// The values the main graph's rounding ops compute move too, each element by up to [`ROUNDING_ULPS`]: a fused
+/// kernel rounds at other places than the ops it replaces, and where the model cancels (a mean of values minus
+/// that mean, divided by a tiny epsilon) those few ULPs are the whole result.
+pub fn perturbed_model(model: &crate::graph::Model, seed: u64, fixed: &HashSet<String>) -> crate::graph::Model {
+    let mut moved = model.clone();
+    perturb_graph(&mut moved.graph, seed ^ 0x5eed_c0de, fixed);
+    if model.opset() >= 7 {
+        if let Ok(g) = round_noise(&moved.graph, seed ^ 0x0dd_ba11, fixed) {
+            moved.graph = g;
+        }
+    }
+    moved
+}
+
+/// How many ULPs (relative) an intermediate value of a rounding op moves in [`perturbed_model`], at most.
+pub const ROUNDING_ULPS: f64 = 1.0;
+
+/// Ops whose float results are rounded (arithmetic), as opposed to those that move or select values exactly.
+const ROUNDING_OPS: &[&str] = &[
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Sqrt",
+    "Reciprocal",
+    "Exp",
+    "Log",
+    "Tanh",
+    "Sigmoid",
+    "Erf",
+    "Softmax",
+    "LogSoftmax",
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceSumSquare",
+    "ReduceL2",
+    "ReduceLogSumExp",
+    "ReduceProd",
+    "MatMul",
+    "Gemm",
+    "Conv",
+    "ConvTranspose",
+    "BatchNormalization",
+    "LayerNormalization",
+    "InstanceNormalization",
+    "AveragePool",
+    "GlobalAveragePool",
+    "Sum",
+    "Mean",
+    "Gelu",
+    "Elu",
+    "Softplus",
+    "Einsum",
+];
+
+/// Values above this many elements in all are left exact (each moved value adds a constant of its size).
+const MAX_NOISE_ELEMENTS: usize = 1 << 22;
+
+/// `g` with every float result of a [`ROUNDING_OPS`] node of the default domain whose shape is known and that no
+/// rounding boundary reads (not `fixed`) multiplied by a constant `1 + u·ROUNDING_ULPS·eps` (u uniform in [-1, 1],
+/// seeded) of its own shape: the node writes `<value>__exact`, a Mul gives the value its readers read.
+fn round_noise(g: &crate::graph::Graph, seed: u64, fixed: &HashSet<String>) -> anyhow::Result<crate::graph::Graph> {
+    let types = crate::ops::infer_types(g, false)?;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let (mut nodes, mut noise, mut budget) = (Vec::new(), Vec::new(), MAX_NOISE_ELEMENTS);
+    for n in g.nodes_in_order()? {
+        let (mut n, mut muls) = (n.clone(), Vec::new());
+        let rounds = n.op.domain.is_empty() && ROUNDING_OPS.contains(&n.op.name.as_str());
+        for k in 0..n.outputs.len() {
+            let v = n.outputs[k].clone();
+            let Some(t) = types.get(&v).filter(|_| rounds && !v.is_empty() && !fixed.contains(&v)) else { continue };
+            let (Some(eps), Some(shape)) = (epsilon(t.dtype), t.shape.as_ref()) else { continue };
+            let dims: Option<Vec<usize>> = shape
+                .iter()
+                .map(|d| match d {
+                    crate::graph::Dim::Fixed(x) if *x >= 0 => Some(*x as usize),
+                    _ => None,
+                })
+                .collect();
+            let Some(dims) = dims else { continue };
+            let size: usize = dims.iter().product();
+            if size > budget {
+                continue;
+            }
+            budget -= size;
+            let factor: Vec<f64> =
+                (0..size).map(|_| 1.0 + rng.random_range(-1.0..=1.0) * ROUNDING_ULPS * eps).collect();
+            let (exact, by) = (format!("{v}__exact"), format!("{v}__noise"));
+            noise.push((by.clone(), Tensor::from_f64s(t.dtype, &dims, &factor)));
+            n.outputs[k] = exact.clone();
+            let name = format!("{}__noise{k}", n.name);
+            muls.push(crate::graph::Node::new(name, crate::graph::OpId::onnx("Mul"), vec![exact, by], vec![v]));
+        }
+        nodes.push(n);
+        nodes.append(&mut muls);
+    }
+    let mut out = g.with_nodes(nodes)?;
+    for (name, t) in noise {
+        out.add_initializer(&name, t);
+    }
+    Ok(out)
+}
+
+/// The nodes of `g` whose bodies' constants move: those whose results no rounding boundary reads.
+fn movable_bodies(g: &crate::graph::Graph, fixed: &HashSet<String>) -> Vec<crate::graph::NodeId> {
+    g.node_ids().filter(|&id| !g.node(id).outputs.iter().any(|o| fixed.contains(o))).collect()
+}
+
+/// Moves the float initializers of `g` not `fixed`, and those of its [`movable_bodies`] (a Loop's weights) by what
+/// their own rounding boundaries read.
+fn perturb_graph(g: &mut crate::graph::Graph, seed: u64, fixed: &HashSet<String>) {
+    let as_feeds: Vec<NamedTensor> =
+        g.initializers.iter().map(|(name, t)| NamedTensor { name: name.clone(), tensor: t.clone() }).collect();
+    for f in perturbed(&as_feeds, seed, fixed) {
+        g.initializers.insert(f.name, f.tensor);
+    }
+    for (k, id) in movable_bodies(g, fixed).into_iter().enumerate() {
+        g.edit_bodies(id, |b| perturb_graph(b, seed.wrapping_add(k as u64 + 1), &kept_in(b)));
+    }
+}
+
+/// Whether [`perturbed`] and [`perturbed_model`] move anything: a float input or initializer not `fixed`, or a
+/// float initializer of a [`movable_bodies`] body.
+pub fn can_perturb(model: &crate::graph::Model, feeds: &[NamedTensor], fixed: &HashSet<String>) -> bool {
+    let movable = |name: &String, t: &Tensor| t.dtype.is_float() && !fixed.contains(name);
+    let g = &model.graph;
+    feeds.iter().any(|f| movable(&f.name, &f.tensor))
+        || g.initializers.iter().any(|(n, t)| movable(n, t))
+        || movable_bodies(g, fixed)
+            .into_iter()
+            .any(|id| g.node(id).subgraphs().any(|(_, b)| b.initializers.values().any(|t| t.dtype.is_float())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fold rounds the constants it computes: a float model's initializers move by a few ULPs, never more, and
+    /// integers stay; what a quantized op reads stays (moving a scale moves its rounding boundaries).
+    #[test]
+    fn perturbed_constants_move_by_a_few_ulps_unless_the_model_is_quantized() {
+        use crate::graph::{Graph, Model, Node, OpId};
+        let mut g = Graph::new("g");
+        g.add_initializer("w", Tensor::from_f64s(DType::F16, &[3], &[1.0, -2.0, 0.5]));
+        g.add_initializer("k", Tensor::from_f64s(DType::I64, &[1], &[3.0]));
+        g.add_input("x", crate::graph::TensorType::new(DType::F16, &[3]));
+        g.add_node(Node::new("add", OpId::onnx("Add"), vec!["x".into(), "w".into()], vec!["y".into()])).unwrap();
+        g.add_output("y", crate::graph::TensorType::new(DType::F16, &[3]));
+        let model = Model::new(g);
+        let fixed = |m: &Model| kept_in(&m.graph);
+        assert!(can_perturb(&model, &[], &fixed(&model)));
+        let moved = perturbed_model(&model, 1, &fixed(&model));
+        let (w0, w1) =
+            (model.graph.initializers["w"].to_f64s().unwrap(), moved.graph.initializers["w"].to_f64s().unwrap());
+        assert_ne!(w0, w1, "float constants move");
+        for (a, b) in w0.iter().zip(&w1) {
+            assert!((a - b).abs() <= PERTURB_ULPS * 2f64.powi(-10) * a.abs(), "{a} -> {b}");
+        }
+        assert_eq!(model.graph.initializers["k"], moved.graph.initializers["k"], "integers stay");
+        let mut q = model.clone();
+        q.graph
+            .add_node(Node::new("q", OpId::onnx("QuantizeLinear"), vec!["y".into(), "w".into()], vec!["z".into()]))
+            .unwrap();
+        assert_eq!(perturbed_model(&q, 1, &fixed(&q)).graph.initializers, q.graph.initializers);
+        assert!(!can_perturb(&q, &[], &fixed(&q)));
+    }
+
+    /// A fused kernel rounds elsewhere than the ops it replaces: the values arithmetic computes move by an ULP (a
+    /// Mul by a constant near 1 after the node), what only moves or selects values (Relu) does not, and a Pow's
+    /// exponent stays exact.
+    #[test]
+    fn computed_values_of_arithmetic_move_and_exponents_stay() {
+        use crate::graph::{Graph, Model, Node, OpId, TensorType};
+        let mut g = Graph::new("g");
+        g.add_input("x", TensorType::new(DType::F32, &[3]));
+        g.add_initializer("w", Tensor::from_f64s(DType::F32, &[3], &[1.0, -2.0, 0.5]));
+        g.add_initializer("two", Tensor::from_f64s(DType::F32, &[], &[2.0]));
+        let node = |op: &str, i: &[&str], o: &str| {
+            Node::new(o, OpId::onnx(op), i.iter().map(|s| s.to_string()).collect(), vec![o.to_string()])
+        };
+        g.add_node(node("Add", &["x", "w"], "a")).unwrap();
+        g.add_node(node("Relu", &["a"], "r")).unwrap();
+        g.add_node(node("Pow", &["r", "two"], "y")).unwrap();
+        g.add_output("y", TensorType::new(DType::F32, &[3]));
+        let model = Model::new(g);
+        let kept = kept_in(&model.graph);
+        assert!(kept.contains("two"), "{kept:?}");
+        let moved = perturbed_model(&model, 1, &kept).graph;
+        assert_eq!(moved.initializers["two"], model.graph.initializers["two"]);
+        let producer = |v: &str| moved.node(moved.producer(v).unwrap().node).op.name.clone();
+        assert_eq!((producer("a"), producer("a__exact")), ("Mul".to_string(), "Add".to_string()));
+        assert_eq!(producer("r"), "Relu");
+        assert_eq!(producer("y"), "Mul");
+        let factor = moved.initializers["a__noise"].to_f64s().unwrap();
+        assert!(factor.iter().all(|f| (f - 1.0).abs() <= ROUNDING_ULPS * f32::EPSILON as f64), "{factor:?}");
+    }
+}
