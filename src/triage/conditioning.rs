@@ -87,8 +87,8 @@ pub fn refine(
         class: Class::Precision,
         note: format!(
             "{}; but the model is ill-conditioned at this input: moving the float inputs and constants by \
-             {PERTURB_ULPS} ULPs and the values its arithmetic computes by {ROUNDING_ULPS} moves onnx.reference's \
-             own result about as far (the optimized deviation is at most {worst_ratio:.2} times that spread, over \
+             {PERTURB_ULPS} ULPs and the values its arithmetic computes by {ROUNDING_ULPS} (its 16-bit floats also \
+             widened to float32) moves onnx.reference's own result about as far (the optimized deviation is at most {worst_ratio:.2} times that spread, over \
              {PERTURBATIONS} perturbations), so it is rounding, not a bug",
             classified.note
         ),

@@ -20,6 +20,7 @@ pub mod reduce;
 mod reduce_cf;
 pub mod relax;
 mod reproduce;
+mod requantized;
 pub mod semantic;
 pub mod session;
 

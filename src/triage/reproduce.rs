@@ -98,16 +98,23 @@ impl<'w> Reproducer<'w> {
             (Ok(truth), Some(s))
                 if c.class == Class::Optimizer && perturb::can_perturb(&case.model, &case.feeds, &fixed) =>
             {
+                let half = holds::has_half_floats(&case.model);
                 let runs: Vec<Outcome> = (1..=perturb::PERTURBATIONS)
-                    .filter_map(|k| {
+                    .flat_map(|k| {
                         let model = onnx::encode_model(&perturb::perturbed_model(&case.model, k, &fixed));
-                        s.run(&model, &perturb::perturbed(&case.feeds, k, &fixed)).ok()
+                        let feeds = perturb::perturbed(&case.feeds, k, &fixed);
+                        // a skipped 16-bit rounding is rounding too (class `widened`): so moved, the widened model
+                        let widened = half.then(|| s.run_widened(&model, &feeds).ok()).flatten();
+                        [s.run(&model, &feeds).ok(), widened]
                     })
+                    .flatten()
                     .collect();
                 conditioning::refine(&self.oracle, c, truth, optimized, &runs)
             }
             _ => c,
         };
+        // a value quantized twice is collapsed into one Q/DQ pair by design: the model collapsed so tells
+        let c = super::requantized::refine(self, c, case, optimized);
         // an integer cast of a float on a rounding boundary flips by one: the float values tell
         let c = super::boundary::refine(self, c, case, unoptimized, optimized);
         // a wrong quantized result on x64 may be the fast kernels' documented overflow: ORT's precise mode tells
