@@ -101,9 +101,11 @@ pub struct FuzzArgs {
     /// Vary spliced patterns (repeatable; off by default until measured), each kind in a quarter of the splices:
     /// `extra-reader` has one value inside the pattern read again, by a later node of the seed or as a graph
     /// output (a pass that removes its producer must keep it); `dtype` gives the pattern another element type its
-    /// ops accept, throughout (float-only tests, int32 and int64 bugs). stats.json `variations` counts tests,
-    /// target-pass firings (the rest are near misses) and findings per kind.
-    #[arg(long, value_name = "KIND", value_parser = ["extra-reader", "dtype"])]
+    /// ops accept, throughout (float-only tests, int32 and int64 bugs); `attr` gives one attribute of one pattern
+    /// node another legal value (an axis's other sign, a flag, a padding mode, pads, strides, a perm, an
+    /// epsilon). stats.json `variations` counts tests, target-pass firings (the rest are near misses) and
+    /// findings per kind.
+    #[arg(long, value_name = "KIND", value_parser = ["extra-reader", "dtype", "attr"])]
     pub vary: Vec<String>,
     /// Run the K-th of N disjoint slices of the campaign (test ids = K mod N; `--tests` counts the whole
     /// campaign); `oatest merge` joins the shards' run directories.

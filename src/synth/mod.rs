@@ -14,6 +14,7 @@ pub mod source;
 mod splice;
 pub mod usable;
 pub mod vary;
+pub mod vary_attrs;
 
 #[cfg(test)]
 use ports::edge_types;

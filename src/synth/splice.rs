@@ -94,7 +94,9 @@ pub fn splice_varied(
     point: Option<usize>,
     vary: &[Variation],
 ) -> Result<(Model, SpliceInfo), Refused> {
-    // a variation: the pattern in another element type its ops accept
+    // variations: another value of one attribute; the pattern in another element type its ops accept
+    let reattributed = vary.contains(&Variation::Attr).then(|| super::vary_attrs::reattributed(p, tag)).flatten();
+    let p = reattributed.as_ref().unwrap_or(p);
     let retyped = vary.contains(&Variation::Dtype).then(|| super::vary::retyped(p, tag)).flatten();
     let p = retyped.as_ref().unwrap_or(p);
     let g = &seed.graph;
@@ -104,6 +106,9 @@ pub fn splice_varied(
     let order = g.topo_order().map_err(|e| Refused(e.to_string()))?;
     let k = point.unwrap_or_else(|| rng.random_range(0..=order.len())).min(order.len());
     let mut info = SpliceInfo { point: k, ..Default::default() };
+    if reattributed.is_some() {
+        info.variations.push(Variation::Attr);
+    }
     if retyped.is_some() {
         info.variations.push(Variation::Dtype);
     }

@@ -270,6 +270,44 @@ fn a_share_of_dtype_varied_splices_takes_another_type_the_pattern_accepts_throug
     assert!(kinds.len() >= 3, "{kinds:?}");
 }
 
+/// Transpose(perm [1, 0]) then Softmax(axis 1) on f32[2, 3]: a share of the splices writes another perm or axis
+/// (the identity perm, the axis as -1 or 0), and the spliced model type-checks with the pattern's new output type.
+#[test]
+fn a_share_of_attr_varied_splices_writes_another_legal_attribute_value() {
+    use super::vary::Variation;
+    use super::vary_attrs::ATTR_SHARE;
+    use crate::graph::Attr;
+    let ty = t(DType::F32, &[2, 3]);
+    let mut p = pattern(ty.clone());
+    let mut g = Graph::new("p");
+    g.add_input("in", ty.clone());
+    let tr = Node::new("tr", OpId::onnx("Transpose"), vec!["in".into()], vec!["mid".into()]);
+    g.add_node(tr.with_attr("perm", Attr::Ints(vec![1, 0]))).unwrap();
+    let sm = Node::new("sm", OpId::onnx("Softmax"), vec!["mid".into()], vec!["out".into()]);
+    g.add_node(sm.with_attr("axis", Attr::Int(1))).unwrap();
+    g.add_output("out", t(DType::F32, &[3, 2]));
+    (p.model.graph, p.meta.outputs[0].ty) = (g, t(DType::F32, &[3, 2]));
+    let (mut varied, mut seen) = (0, std::collections::BTreeSet::new());
+    for s in 0..400 {
+        let (m, info) = splice_varied(&seed(), &p, &mut Rng::seed_from_u64(s), s, Some(1), &[Variation::Attr]).unwrap();
+        check_graph(&m.graph, true).unwrap();
+        let node = |name: &str| m.graph.node_ids().map(|id| m.graph.node(id)).find(|n| n.name == name).cloned();
+        let (tr, sm) = (node(&format!("p{s}_tr")).unwrap(), node(&format!("p{s}_sm")).unwrap());
+        let written = (tr.attrs["perm"].clone(), sm.attrs["axis"].clone());
+        if info.variations.is_empty() {
+            assert_eq!(written, (Attr::Ints(vec![1, 0]), Attr::Int(1)), "a splice the variation skips is the same");
+            continue;
+        }
+        varied += 1;
+        assert_ne!(written, (Attr::Ints(vec![1, 0]), Attr::Int(1)), "a varied pattern writes another value");
+        seen.insert(format!("{written:?}"));
+    }
+    let share = varied as f64 / 400.0;
+    assert!((ATTR_SHARE / 2.0..ATTR_SHARE * 2.0).contains(&share), "{varied} of 400 splices");
+    assert!(seen.len() >= 3, "{seen:?}");
+    assert!(Variation::parse("attr").is_ok());
+}
+
 #[test]
 fn a_fixed_share_of_splices_feeds_an_edge_shape_the_pattern_accepts() {
     // f32[2,3] precedes; the pattern wants f32[4,5] (Identity, Relu: any shape): some tags feed [1,1] or []

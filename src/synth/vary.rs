@@ -8,6 +8,7 @@
 //!   constants, Cast targets, declared types), the first that the pattern's ops accept (the catalog's CPU
 //!   dtypes), so the bridges feed it that type: FuseReluClip and DivMulFusion's tests use float only, their
 //!   bugs live on int32 and int64.
+//! - `attr`: one attribute of one pattern node takes another legal value ([`super::vary_attrs`]).
 
 use crate::graph::{Attr, DType, Graph, Tensor, TensorType, ValueType};
 use crate::ops::{check_graph, Rng};
@@ -25,6 +26,7 @@ pub const EXTRA_READER_SHARE: f64 = 0.25;
 pub enum Variation {
     ExtraReader,
     Dtype,
+    Attr,
 }
 
 /// The share of splices whose pattern takes another element type ([`Variation::Dtype`]).
@@ -34,12 +36,13 @@ pub const DTYPE_SHARE: f64 = 0.25;
 const DTYPES: &[DType] = &[DType::F32, DType::F16, DType::F64, DType::I8, DType::U8, DType::I32, DType::I64];
 
 impl Variation {
-    pub const ALL: &'static [Variation] = &[Variation::ExtraReader, Variation::Dtype];
+    pub const ALL: &'static [Variation] = &[Variation::ExtraReader, Variation::Dtype, Variation::Attr];
 
     pub fn name(self) -> &'static str {
         match self {
             Variation::ExtraReader => "extra-reader",
             Variation::Dtype => "dtype",
+            Variation::Attr => "attr",
         }
     }
 
