@@ -215,8 +215,33 @@ class SkipLayerNormalization(OpRun):
         return (y.astype(x.dtype), mean.astype(np.float32), inv.astype(np.float32), s)
 
 
+class MatMulNBits(OpRun):
+    """com.microsoft MatMulNBits: A times the block-quantized B (N rows of K, `bits` per value packed low nibble
+    first, blocks of `block_size` with a scale each and a uint8 zero point, 2^(bits-1) when omitted), transposed."""
+    op_domain = _MS
+
+    def _run(self, a, b, scales, zero_points=None, g_idx=None, bias=None, K=None, N=None, bits=None,
+             block_size=None, **_):
+        bits = bits or 4
+        if bits not in (4, 8) or g_idx is not None or (zero_points is not None and zero_points.dtype != np.uint8):
+            raise NotImplementedError("MatMulNBits: only 4 or 8 bits, no g_idx, uint8 or no zero points")
+        blocks = (K + block_size - 1) // block_size
+
+        def unpack(raw):
+            raw = raw.reshape(N, -1).astype(np.uint8)
+            return np.stack([raw & 0x0F, raw >> 4], axis=-1).reshape(N, -1) if bits == 4 else raw
+
+        q = unpack(b)[:, : blocks * block_size].reshape(N, blocks, block_size).astype(np.float64)
+        zp = 2.0 ** (bits - 1) if zero_points is None else unpack(zero_points)[:, :blocks].reshape(N, blocks, 1)
+        w = ((q - zp) * scales.reshape(N, blocks, 1).astype(np.float64)).reshape(N, -1)[:, :K]
+        y = a.astype(np.float64) @ w.T.astype(a.dtype).astype(np.float64)
+        if bias is not None:
+            y = y + bias.astype(np.float64)
+        return (y.astype(a.dtype),)
+
+
 CONTRIB_OPS = [DequantizeLinear, QuantizeLinear, Gelu, BiasGelu, FastGelu, FusedMatMul, QLinearAdd, QuickGelu,
-               FusedConv, FusedGemm, SkipLayerNormalization]
+               FusedConv, FusedGemm, SkipLayerNormalization, MatMulNBits]
 
 class Sum(OpRun):
     # onnx.reference's Sum is Python's sum(), which starts from the integer 0: -0 + -0 came out +0 (a review found

@@ -477,6 +477,39 @@ fn ort_a_double_qdq_pair_collapsed_by_design_is_precision() {
     assert!(bug["triage"]["class_note"].as_str().unwrap().contains("collapsed into one"), "{bug}");
 }
 
+/// ONNX Runtime 1.32.0 (seed 223, filed as a MatMulAddFusion bug): a float16 MatMul and Adds, cast to float32,
+/// beside a com.microsoft MatMulNBits. The unoptimized run skips the float16 roundings, the fused one keeps one.
+/// onnx.reference evaluates MatMulNBits now, so the whole model is judged: the optimized result is as close to the
+/// float64 values as a conforming float16 evaluation is (the review: 1.0e-4 against 3.4e-4): precision.
+#[test]
+fn ort_a_float16_rounding_kept_beside_matmulnbits_is_precision() {
+    let bug = reduce_kept("matmulnbits-beside-fp16-add", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+    let note = bug["triage"]["class_note"].as_str().unwrap();
+    assert!(note.contains("evaluated in float64") && !note.contains("MatMulNBits"), "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 223, filed as an NchwcTransformer bug): zeros divided by the mean of a row minus its
+/// mean, exactly 0 in exact arithmetic (float64 and the unoptimized run: NaN), rounding noise in the optimized run
+/// (0). Perturbed references, their computed values moved by an ULP, give finite values there too: the NaN is no
+/// semantics of the model, and the class stays nonfinite.
+#[test]
+fn ort_a_nan_of_zero_over_a_cancelled_mean_is_not_semantics() {
+    let bug = reduce_kept("zero-over-cancelled-mean", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "nonfinite", "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 223, filed as a GeluApproximation bug): the reciprocal of a Gelu at -5.1 under
+/// `all+gelu_approx`. The tanh approximation of a Gelu that small is 1 + tanh of about -1, a few ULPs; its
+/// reciprocal is off by 5e6 in any float32 evaluation of the approximation. Perturbed references of the
+/// approximated model spread as far: precision.
+#[test]
+fn ort_the_reciprocal_of_a_tiny_approximated_gelu_is_precision() {
+    let bug = reduce_kept("reciprocal-of-approximated-gelu", "all+gelu_approx").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("ill-conditioned"), "{bug}");
+}
+
 /// ONNX Runtime 1.32.0 (seed 211, the same entry triaged again): at -4.96 ORT's tanh saturates to -1 one ULP before
 /// the correctly rounded one does, so the approximated Gelu is -0 and the model evaluated with the approximation
 /// -3e-7; times 1 + Erf of it, then Floor: -0 and -1. The float Floor reads is judged against the approximation

@@ -28,6 +28,8 @@ ZP = nh.from_array(np.array(128, np.uint8), "zp")
 IMG = RNG.standard_normal((1, 3, 5, 4)).astype(np.float32)
 KER = RNG.standard_normal((2, 3, 3, 2)).astype(np.float32)
 SUM = RNG.standard_normal((1, 2, 5, 3)).astype(np.float32)
+# MatMulNBits: N = 2 rows of K = 4 4-bit values in one block of 16 (8 bytes per row, the rest padding)
+NB = RNG.integers(0, 255, (2, 1, 8)).astype(np.uint8)
 
 
 def ms(op, inputs, **attrs):
@@ -57,6 +59,16 @@ CASES = {
         ms("FusedGemm", ["x", "w", "b"], transB=1, alpha=0.5, activation="Relu"),
         {"x": X, "w": X[:2].copy(), "b": B[:2].copy()},
         [],
+    ),
+    "MatMulNBits": (
+        ms("MatMulNBits", ["x", "nb", "ns"], K=4, N=2, bits=4, block_size=16),
+        {"x": X, "nb": NB},
+        [nh.from_array(np.array([0.5, -0.25], np.float32), "ns")],
+    ),
+    "MatMulNBits-zero-points": (
+        ms("MatMulNBits", ["x", "nb", "ns", "nz"], K=4, N=2, bits=4, block_size=16),
+        {"x": X, "nb": NB},
+        [nh.from_array(np.array([0.5, -0.25], np.float32), "ns"), nh.from_array(np.array([0x03, 0x0C], np.uint8), "nz")],
     ),
     "SkipLayerNormalization": (
         ms("SkipLayerNormalization", ["x", "s", "g", "b", "bias"], epsilon=1e-3),

@@ -3,8 +3,10 @@
 //! move by a few ULPs (a fold rounds what it computes), and so do the values the model's arithmetic computes (a
 //! fused kernel rounds elsewhere than the ops it replaces).
 
-use crate::compiler::NamedTensor;
-use crate::graph::{DType, Tensor};
+use super::reduce::Case;
+use super::Reproducer;
+use crate::compiler::{NamedTensor, Outcome};
+use crate::graph::{onnx, DType, Tensor};
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
 
@@ -22,6 +24,30 @@ pub(super) fn epsilon(d: DType) -> Option<f64> {
         DType::BF16 => Some(2f64.powi(-7)),
         _ => None,
     }
+}
+
+/// onnx.reference's results on `case` perturbed [`PERTURBATIONS`] times ([`perturbed_model`], [`perturbed`]); with
+/// `variants`, each also with its 16-bit floats widened (a skipped rounding is rounding too, class `widened`) and
+/// with the configuration's `approximations` (what it computes by design): how far those move the result. Empty
+/// when nothing can be perturbed or there is no semantic reference.
+pub fn runs(r: &mut Reproducer, case: &Case, variants: bool, approximations: &[String]) -> Vec<Outcome> {
+    let fixed = kept_in(&case.model.graph);
+    let Some(s) = r.semantic.as_mut().filter(|_| r.finding.relax.is_none()) else { return Vec::new() };
+    if !can_perturb(&case.model, &case.feeds, &fixed) {
+        return Vec::new();
+    }
+    let half = variants && super::holds::has_half_floats(&case.model);
+    let approximate = variants && !approximations.is_empty();
+    (1..=PERTURBATIONS)
+        .flat_map(|k| {
+            let model = onnx::encode_model(&perturbed_model(&case.model, k, &fixed));
+            let feeds = perturbed(&case.feeds, k, &fixed);
+            let widened = half.then(|| s.run_widened(&model, &feeds).ok()).flatten();
+            let approximated = approximate.then(|| s.run_approximated(&model, &feeds, approximations).ok()).flatten();
+            [s.run(&model, &feeds).ok(), widened, approximated]
+        })
+        .flatten()
+        .collect()
 }
 
 /// The values of `g` that perturbations keep: what a rounding boundary reads ([`super::holds::before_boundaries_in`])
@@ -65,7 +91,7 @@ pub fn perturbed_model(model: &crate::graph::Model, seed: u64, fixed: &HashSet<S
     let mut moved = model.clone();
     perturb_graph(&mut moved.graph, seed ^ 0x5eed_c0de, fixed);
     if model.opset() >= 7 {
-        if let Ok(g) = round_noise(&moved.graph, seed ^ 0x0dd_ba11, fixed) {
+        if let Ok(g) = round_noise(&moved.graph, model.opset(), seed ^ 0x0dd_ba11, fixed) {
             moved.graph = g;
         }
     }
@@ -117,11 +143,17 @@ const ROUNDING_OPS: &[&str] = &[
 /// Values above this many elements in all are left exact (each moved value adds a constant of its size).
 const MAX_NOISE_ELEMENTS: usize = 1 << 22;
 
-/// `g` with every float result of a [`ROUNDING_OPS`] node of the default domain whose shape is known and that no
+/// `g` (at ai.onnx `opset`) with every float result of a [`ROUNDING_OPS`] node of the default domain whose shape is known and that no
 /// rounding boundary reads (not `fixed`) multiplied by a constant `1 + u·ROUNDING_ULPS·eps` (u uniform in [-1, 1],
 /// seeded) of its own shape: the node writes `<value>__exact`, a Mul gives the value its readers read.
-fn round_noise(g: &crate::graph::Graph, seed: u64, fixed: &HashSet<String>) -> anyhow::Result<crate::graph::Graph> {
-    let types = crate::ops::infer_types(g, false)?;
+fn round_noise(
+    g: &crate::graph::Graph,
+    opset: i64,
+    seed: u64,
+    fixed: &HashSet<String>,
+) -> anyhow::Result<crate::graph::Graph> {
+    // a model at an older opset: its older-form nodes are typed by their declarations
+    let types = crate::ops::infer_types(&crate::ops::since::typed_at(g, opset), false)?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let (mut nodes, mut noise, mut budget) = (Vec::new(), Vec::new(), MAX_NOISE_ELEMENTS);
     for n in g.nodes_in_order()? {
