@@ -87,10 +87,13 @@ pub fn refine(
         class: Class::Precision,
         note: format!(
             "{}; but the model is ill-conditioned at this input: moving the float inputs and constants by \
-             {PERTURB_ULPS} ULPs and the values its arithmetic computes by {ROUNDING_ULPS} (also with its 16-bit \
-             floats widened to float32, and with its configuration's approximations) moves onnx.reference's own result about as far (the optimized deviation is at most {worst_ratio:.2} times that spread, over \
-             {PERTURBATIONS} perturbations), so it is rounding, not a bug",
-            classified.note
+             {PERTURB_ULPS} ULPs and the values its arithmetic computes by {ROUNDING_ULPS} (up to {PERTURBATIONS} \
+             times, also with its 16-bit floats widened to float32 and with its configuration's approximations; \
+             a model whose floats a quantized op reads all only widened) moves onnx.reference's own result about \
+             as far: the optimized deviation is at most {worst_ratio:.2} times that spread over {} evaluations, so \
+             it is rounding, not a bug",
+            classified.note,
+            perturbed.len()
         ),
     }
 }

@@ -52,7 +52,7 @@ pub fn outputs_without_quantized_ops(model: &crate::graph::Model) -> std::collec
                 // a quantized op of given levels and parameters computes the same levels in float64 (a layer
                 // normalization of the dequantized QLinearConv output of a graph input: the fused kernel exact)
                 let of_given = of_given || given(g, &v, 0);
-                if is_quantized(n) && !of_given {
+                if computes_quantized(n, at.slot) && !of_given {
                     return false;
                 }
                 todo.extend(n.reads().iter().cloned());
@@ -61,6 +61,38 @@ pub fn outputs_without_quantized_ops(model: &crate::graph::Model) -> std::collec
         })
         .cloned()
         .collect()
+}
+
+/// Whether output `slot` of node `n` is computed by a quantized op: `n` is one, or a control-flow node whose body
+/// output behind that slot is (a Scan's float output beside a quantized one in its body stays comparable).
+fn computes_quantized(n: &crate::graph::Node, slot: usize) -> bool {
+    let body_output = match n.op.name.as_str() {
+        "Scan" => slot,
+        "Loop" => slot + 1,
+        "If" => slot,
+        _ => return is_quantized(n),
+    };
+    n.subgraphs().any(|(_, b)| match b.outputs.get(body_output) {
+        Some(o) => cone_quantized(b, o),
+        None => has_quantized_nodes(b),
+    })
+}
+
+/// Whether a quantized op of `g` computes `value`, directly or through what it feeds (within `g`).
+fn cone_quantized(g: &crate::graph::Graph, value: &str) -> bool {
+    let (mut todo, mut seen) = (vec![value.to_string()], std::collections::HashSet::new());
+    while let Some(v) = todo.pop() {
+        let Some(at) = g.producer(&v) else { continue };
+        if !seen.insert(at.node) {
+            continue;
+        }
+        let n = g.node(at.node);
+        if computes_quantized(n, at.slot) {
+            return true;
+        }
+        todo.extend(n.reads());
+    }
+    false
 }
 
 /// Ops that move, select or repeat values without computing new ones: what they make of given values is given.
@@ -163,6 +195,36 @@ fn has_half_floats_in(g: &crate::graph::Graph) -> bool {
 mod tests {
     use super::*;
     use crate::graph::{Graph, Model, Node, OpId, TensorType};
+
+    /// An If whose branches compute one output through a DequantizeLinear and another from floats only: the float
+    /// output stays comparable with a float64 evaluation (a review found a Scan's float16 Conv output judged
+    /// against float32 only, as a quantized op sat beside it in the body).
+    #[test]
+    fn a_control_flow_output_beside_a_quantized_one_stays_comparable() {
+        let branch = || {
+            let mut b = Graph::new("b");
+            b.add_initializer("s", crate::graph::Tensor::from_f64s(DType::F32, &[], &[0.5]));
+            b.add_node(Node::new("r", OpId::onnx("Relu"), vec!["x".into()], vec!["f".into()])).unwrap();
+            let q = Node::new("q", OpId::onnx("QuantizeLinear"), vec!["f".into(), "s".into()], vec!["qf".into()]);
+            b.add_node(q).unwrap();
+            let dq = Node::new("dq", OpId::onnx("DequantizeLinear"), vec!["qf".into(), "s".into()], vec!["d".into()]);
+            b.add_node(dq).unwrap();
+            b.add_output("d", TensorType::new(DType::F32, &[2]));
+            b.add_output("f", TensorType::new(DType::F32, &[2]));
+            crate::graph::Attr::Graph(Box::new(b))
+        };
+        let mut g = Graph::new("g");
+        g.add_input("c", TensorType::new(DType::Bool, &[]));
+        g.add_input("x", TensorType::new(DType::F32, &[2]));
+        let node = Node::new("if", OpId::onnx("If"), vec!["c".into()], vec!["y0".into(), "y1".into()])
+            .with_attr("then_branch", branch())
+            .with_attr("else_branch", branch());
+        g.add_node(node).unwrap();
+        g.add_output("y0", TensorType::new(DType::F32, &[2]));
+        g.add_output("y1", TensorType::new(DType::F32, &[2]));
+        let comparable = outputs_without_quantized_ops(&Model::new(g));
+        assert!(comparable.contains("y1") && !comparable.contains("y0"), "{comparable:?}");
+    }
 
     /// A quantized op inside a Loop body makes a quantized model (the review found a Loop body's documented x64
     /// quantization overflow filed as a bug: its platform check never ran), and so does a float16 value.

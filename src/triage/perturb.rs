@@ -28,15 +28,18 @@ pub(super) fn epsilon(d: DType) -> Option<f64> {
 
 /// onnx.reference's results on `case` perturbed [`PERTURBATIONS`] times ([`perturbed_model`], [`perturbed`]); with
 /// `variants`, each also with its 16-bit floats widened (a skipped rounding is rounding too, class `widened`) and
-/// with the configuration's `approximations` (what it computes by design): how far those move the result. Empty
-/// when nothing can be perturbed or there is no semantic reference.
+/// with the configuration's `approximations` (what it computes by design): how far those move the result. When
+/// nothing can be perturbed, the model widened alone (with `variants`); empty without a semantic reference.
 pub fn runs(r: &mut Reproducer, case: &Case, variants: bool, approximations: &[String]) -> Vec<Outcome> {
     let fixed = kept_in(&case.model.graph);
     let Some(s) = r.semantic.as_mut().filter(|_| r.finding.relax.is_none()) else { return Vec::new() };
-    if !can_perturb(&case.model, &case.feeds, &fixed) {
-        return Vec::new();
-    }
     let half = variants && super::holds::has_half_floats(&case.model);
+    if !can_perturb(&case.model, &case.feeds, &fixed) {
+        // nothing moves (a quantized op reads it all): the model widened still shows how far skipping its 16-bit
+        // roundings moves the result (a fused kernel may skip some of them)
+        let widened = half.then(|| s.run_widened(&onnx::encode_model(&case.model), &case.feeds).ok()).flatten();
+        return widened.into_iter().collect();
+    }
     let approximate = variants && !approximations.is_empty();
     (1..=PERTURBATIONS)
         .flat_map(|k| {
