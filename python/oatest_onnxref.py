@@ -287,6 +287,15 @@ class Loop(_OnnxLoop):
         return self._check_and_fix_outputs(tuple(carried + scans))
 
 
+class GlobalMaxPool(OpRun):
+    """ONNX GlobalMaxPool over every spatial axis: onnx.reference (1.19) takes the max over axes n-2 and n-1 and
+    appends n-2 unit axes, right for 4-D inputs only (a 5-D input gave rank 6, a 3-D one a max over channels; a
+    review found a NoopElimination finding left in contract/ for it)."""
+
+    def _run(self, x):
+        return (x.max(axis=tuple(range(2, x.ndim)), keepdims=True),)
+
+
 OLDER_FORMS = {"DequantizeLinear": (19, 10)}
 
 
@@ -407,7 +416,7 @@ def _ops(approximate) -> list:
     if unknown:
         raise ValueError(f"unknown approximation {unknown} (known: {sorted(APPROXIMATIONS)})")
     # the evaluator takes the first class of a name: the approximations come first
-    return [cls for a in approximate for cls in APPROXIMATIONS[a]] + CONTRIB_OPS + [Loop, Sum]
+    return [cls for a in approximate for cls in APPROXIMATIONS[a]] + CONTRIB_OPS + [Loop, Sum, GlobalMaxPool]
 
 
 def version() -> str:

@@ -323,3 +323,17 @@ def test_an_attribute_the_schema_does_not_define_is_ignored_as_onnxruntime_does(
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         theirs = ort.InferenceSession(m, so, providers=["CPUExecutionProvider"]).run(None, {"x": X})[0]
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("rank", [3, 4, 5])
+def test_global_max_pool_takes_the_max_over_every_spatial_axis(rank):
+    shape = (1, 2, 3, 4, 5)[:rank]
+    x = RNG.standard_normal(shape).astype(np.float32)
+    node = h.make_node("GlobalMaxPool", ["x"], ["z"])
+    out = h.make_value_info("z", onnx.TypeProto())
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.FLOAT, shape)], [out])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    r = ref.run(m, [nh.from_array(x, "x").SerializeToString()])
+    assert r["status"] == "ok", r["message"]
+    ours = nh.to_array(onnx.load_tensor_from_string(r["outputs"][0]))
+    np.testing.assert_array_equal(ours, x.max(axis=tuple(range(2, rank)), keepdims=True))

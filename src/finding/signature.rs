@@ -95,8 +95,12 @@ const FAMILIES: &[(&str, &[&str])] = &[
         ],
     ),
     // a rewrite that leaves a node with element types no kernel takes, reported by whichever op holds them (the
-    // ONNX QLinearConv, or the com.microsoft one NhwcTransformer made of it)
-    ("a node whose element types no kernel implements", &["Failed to find kernel for "]),
+    // ONNX QLinearConv, or the com.microsoft one NhwcTransformer made of it), or, for a type its schema refuses, by
+    // the type check (LayerNormFusion absorbing a leading Cast of int64 or float64 input: one unchecked Cast)
+    (
+        "a node whose element types no kernel implements",
+        &["Failed to find kernel for ", "Type Error: Type 'tensor(", "Type Error: Type (tensor("],
+    ),
 ];
 
 /// The value a "lost value" error names (a node's input nothing defines, an output nothing produces: the first two
@@ -259,6 +263,13 @@ mod tests {
             error_kind(&kernel("com.microsoft.QLinearConv", "com.microsoft")),
             error_kind(&kernel("QLinearConv", ""))
         );
+        // a type the fused node's schema refuses is the same kind (a review found LayerNormFusion's unchecked
+        // leading Cast filed twice: int64 refused by the type check, float64 by the kernel lookup)
+        let refused = "This is an invalid model. Type Error: Type 'tensor(int64)' of input parameter (x1) of operator             (LayerNormalization) in node (/LayerNormFusion/) is invalid.";
+        let no_kernel = "Failed to find kernel for LayerNormalization(1) (node:'/LayerNormFusion/'             ep:'CPUExecutionProvider'). Op with name (/LayerNormFusion/) domain () and type (LayerNormalization) kernel             is not supported in CPUExecutionProvider.";
+        assert_eq!(error_kind(refused), error_kind(no_kernel));
+        let bound = "Type Error: Type parameter (T) of Optype (LayerNormalization) bound to different types";
+        assert_ne!(error_kind(bound), error_kind(no_kernel), "types that disagree are another check");
         assert_eq!(normalize(top), normalize(inline));
         assert_eq!(error_kind(top), error_kind(inline));
         let output = "the session was created, but output 's467080_cf0' came back without a value or type information";
