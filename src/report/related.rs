@@ -71,7 +71,7 @@ impl Evidence {
         let failing =
             crate::finding::signature::lost_value(detail).or(crate::finding::signature::deviating_output(detail));
         let returned = match (model, failing) {
-            (Some(m), Some(v)) => m.graph.outputs.iter().any(|o| o == v) && !m.graph.consumers(v).is_empty(),
+            (Some(m), Some(v)) => returned_and_read(&m.graph, v),
             _ => false,
         };
         Evidence { known, ops: model.map(|m| ops_of(&m.graph)), lost, reader: None, returned }
@@ -102,6 +102,25 @@ impl Evidence {
         let model = crate::graph::onnx::load(&dir.join("model.onnx")).ok();
         Evidence::of(model.as_ref(), &rec.triage.detail, known)
     }
+}
+
+/// Whether `g` returns `v` and a node reads it too, in `g` or, for an output of a control-flow node, in the body
+/// that computes it (MatMul_BatchNormalization_Fusion losing a returned Transpose output inside an If branch).
+fn returned_and_read(g: &crate::graph::Graph, v: &str) -> bool {
+    if !g.outputs.iter().any(|o| o == v) {
+        return false;
+    }
+    if !g.consumers(v).is_empty() {
+        return true;
+    }
+    let Some(at) = g.producer(v) else { return false };
+    let n = g.node(at.node);
+    let slot = match n.op.name.as_str() {
+        "If" | "Scan" => at.slot,
+        "Loop" => at.slot + 1,
+        _ => return false,
+    };
+    n.subgraphs().any(|(_, b)| b.outputs.get(slot).is_some_and(|inner| returned_and_read(b, inner)))
 }
 
 /// The Relax ops the bindings of a TVMScript module call (`v: T = R.nn.conv2d(...)` gives `nn.conv2d`), sorted,
@@ -442,6 +461,20 @@ class Module:
         let t = triaged(&["MatMul_BatchNormalization_Fusion"], &[], "output 'p_reshape_output0'[3]: expected 3.8");
         assert!(related(&e, "ort", Symptom::Inconsistency, &t, &error, &wrong));
         assert!(!related(&e, "ort", Symptom::Inconsistency, &t, &error, &NONE));
+        // the same inside an If branch: the If returns the branch's Transpose output, which the branch reads too
+        let mut outer = Graph::new("o");
+        outer.add_input("c", TensorType::new(DType::Bool, &[]));
+        let branch = crate::graph::Attr::Graph(Box::new(m.graph.clone()));
+        let node = Node::new("if", OpId::onnx("If"), vec!["c".into()], vec!["yt".into(), "yr".into()])
+            .with_attr("then_branch", branch.clone())
+            .with_attr("else_branch", branch);
+        outer.add_node(node).unwrap();
+        outer.add_output("yt", TensorType::new(DType::F32, &[2]));
+        outer.add_output("yr", TensorType::new(DType::F32, &[2]));
+        let o = Model::new(outer);
+        let lost_in_if = "the session was created, but output 'yt' came back without a value or type information";
+        assert!(Evidence::of(Some(&o), lost_in_if, None).returned);
+        assert!(!Evidence::of(Some(&o), "output 'yr'[1]: expected 1, got 2", None).returned, "a sink");
     }
 
     #[test]
