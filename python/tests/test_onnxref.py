@@ -68,7 +68,10 @@ CASES = {
     "MatMulNBits-zero-points": (
         ms("MatMulNBits", ["x", "nb", "ns", "nz"], K=4, N=2, bits=4, block_size=16),
         {"x": X, "nb": NB},
-        [nh.from_array(np.array([0.5, -0.25], np.float32), "ns"), nh.from_array(np.array([0x03, 0x0C], np.uint8), "nz")],
+        [
+            nh.from_array(np.array([0.5, -0.25], np.float32), "ns"),
+            nh.from_array(np.array([0x03, 0x0C], np.uint8), "nz"),
+        ],
     ),
     "SkipLayerNormalization": (
         ms("SkipLayerNormalization", ["x", "s", "g", "b", "bias"], epsilon=1e-3),

@@ -86,6 +86,16 @@ impl Node {
         self.subgraphs().flat_map(|(_, g)| g.outer_reads()).collect()
     }
 
+    /// Which body output gives output `slot` of a control-flow node: the same index for If and Scan, the one after
+    /// the condition for Loop; None for other ops.
+    pub fn body_output(&self, slot: usize) -> Option<usize> {
+        match (self.op.domain.as_str(), self.op.name.as_str()) {
+            ("", "If" | "Scan") => Some(slot),
+            ("", "Loop") => Some(slot + 1),
+            _ => None,
+        }
+    }
+
     /// Every value the node reads: its explicit inputs (without omitted ones), then its implicit inputs.
     pub fn reads(&self) -> Vec<String> {
         let mut v: Vec<String> = self.inputs.iter().filter(|i| !i.is_empty()).cloned().collect();

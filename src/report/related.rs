@@ -115,11 +115,7 @@ fn returned_and_read(g: &crate::graph::Graph, v: &str) -> bool {
     }
     let Some(at) = g.producer(v) else { return false };
     let n = g.node(at.node);
-    let slot = match n.op.name.as_str() {
-        "If" | "Scan" => at.slot,
-        "Loop" => at.slot + 1,
-        _ => return false,
-    };
+    let Some(slot) = n.body_output(at.slot) else { return false };
     n.subgraphs().any(|(_, b)| b.outputs.get(slot).is_some_and(|inner| returned_and_read(b, inner)))
 }
 

@@ -91,7 +91,7 @@ fn alternatives(op: &str, name: &str, a: &Attr, rank: Option<i64>) -> Vec<Attr> 
         Attr::Ints(v) if matches!(name, "strides" | "dilations") && !v.is_empty() => {
             vec![spatial(v, 1), spatial(v, 2)]
         }
-        Attr::Float(f) if name == "epsilon" => [1e-12f32, 1e-5, 0.1].iter().map(|&e| Attr::Float(e)).collect(),
+        Attr::Float(_) if name == "epsilon" => [1e-12f32, 1e-5, 0.1].iter().map(|&e| Attr::Float(e)).collect(),
         Attr::Float(f) if matches!(name, "alpha" | "beta" | "gamma") => {
             [0.0, 1.0, 2.0 * f, -f].iter().filter(|&&x| x != *f).map(|&x| Attr::Float(x)).collect()
         }

@@ -66,12 +66,7 @@ pub fn outputs_without_quantized_ops(model: &crate::graph::Model) -> std::collec
 /// Whether output `slot` of node `n` is computed by a quantized op: `n` is one, or a control-flow node whose body
 /// output behind that slot is (a Scan's float output beside a quantized one in its body stays comparable).
 fn computes_quantized(n: &crate::graph::Node, slot: usize) -> bool {
-    let body_output = match n.op.name.as_str() {
-        "Scan" => slot,
-        "Loop" => slot + 1,
-        "If" => slot,
-        _ => return is_quantized(n),
-    };
+    let Some(body_output) = n.body_output(slot) else { return is_quantized(n) };
     n.subgraphs().any(|(_, b)| match b.outputs.get(body_output) {
         Some(o) => cone_quantized(b, o),
         None => has_quantized_nodes(b),

@@ -146,9 +146,10 @@ const ROUNDING_OPS: &[&str] = &[
 /// Values above this many elements in all are left exact (each moved value adds a constant of its size).
 const MAX_NOISE_ELEMENTS: usize = 1 << 22;
 
-/// `g` (at ai.onnx `opset`) with every float result of a [`ROUNDING_OPS`] node of the default domain whose shape is known and that no
-/// rounding boundary reads (not `fixed`) multiplied by a constant `1 + u·ROUNDING_ULPS·eps` (u uniform in [-1, 1],
-/// seeded) of its own shape: the node writes `<value>__exact`, a Mul gives the value its readers read.
+/// `g` (at ai.onnx `opset`) with every float result of a [`ROUNDING_OPS`] node of the default domain whose shape
+/// is known and that no rounding boundary reads (not `fixed`) multiplied by a constant `1 + u·ROUNDING_ULPS·eps` (u
+/// uniform in [-1, 1], seeded) of its own shape: the node writes `<value>__exact`, a Mul gives the value its readers
+/// read.
 fn round_noise(
     g: &crate::graph::Graph,
     opset: i64,
@@ -165,15 +166,7 @@ fn round_noise(
         for k in 0..n.outputs.len() {
             let v = n.outputs[k].clone();
             let Some(t) = types.get(&v).filter(|_| rounds && !v.is_empty() && !fixed.contains(&v)) else { continue };
-            let (Some(eps), Some(shape)) = (epsilon(t.dtype), t.shape.as_ref()) else { continue };
-            let dims: Option<Vec<usize>> = shape
-                .iter()
-                .map(|d| match d {
-                    crate::graph::Dim::Fixed(x) if *x >= 0 => Some(*x as usize),
-                    _ => None,
-                })
-                .collect();
-            let Some(dims) = dims else { continue };
+            let (Some(eps), Some(dims)) = (epsilon(t.dtype), t.dims()) else { continue };
             let size: usize = dims.iter().product();
             if size > budget {
                 continue;

@@ -19,8 +19,7 @@ pub fn refine(r: &mut Reproducer, c: Classified, case: &Case, optimized: &Outcom
     let Some(model) = collapsed(&case.model) else { return c };
     let Some(s) = r.semantic.as_mut() else { return c };
     let Ok(expected) = s.run(&onnx::encode_model(&model), &case.feeds) else { return c };
-    let hints = crate::oracle::Hints::of(&case.model.graph);
-    if r.oracle.inconsistency_with(&expected, optimized, &hints).is_some() {
+    if r.oracle.inconsistency_with(&expected, optimized, &r.hints()).is_some() {
         return c;
     }
     Classified {
