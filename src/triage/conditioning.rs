@@ -19,7 +19,9 @@ const SPREAD_FACTOR: f64 = 2.0;
 
 /// Refines class `optimizer` to [`Class::Precision`] when every element where `optimized` is beyond tolerance of
 /// `semantic` deviates by at most twice as much as `perturbed` (the reference's results on inputs moved by a few
-/// ULPs) spread around it, at least one spread being non-zero; any other output difference keeps the class.
+/// ULPs) spread around it, at least one spread being non-zero (an integer: by at most that spread; a finite value
+/// where the reference is not finite: where a perturbed reference is finite too); any other difference keeps the
+/// class.
 pub fn refine(
     oracle: &Oracle,
     classified: Classified,
@@ -35,7 +37,9 @@ pub fn refine(
     let (mut deviating, mut worst_ratio) = (0usize, 0f64);
     for (k, (e, o)) in semantic.outputs.iter().zip(&optimized.outputs).enumerate() {
         let (te, to) = (&e.tensor, &o.tensor);
-        let values = |t: &Tensor| t.to_f64s().filter(|_| t.dtype.is_float());
+        // integers too: one a computed float is rounded or compared into (a quantized step, a Cast, an ArgMax)
+        // moves by a whole unit where that float sits on a boundary, and perturbed references move it there too
+        let values = |t: &Tensor| t.to_f64s().filter(|_| t.dtype.is_float() || t.dtype.is_int());
         let (Some(ve), Some(vo)) = (values(te), values(to)) else {
             if te != to {
                 return classified;
@@ -52,17 +56,31 @@ pub fn refine(
         }
         for (i, (&x, &y)) in ve.iter().zip(&vo).enumerate() {
             if !x.is_finite() || !y.is_finite() {
+                if x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()) {
+                    continue;
+                }
                 // a NaN or an infinity where the reference is finite, which a perturbed reference gives there too:
                 // rounding carried an argument across the edge of a domain (a square root of a mean that is
-                // rounding noise around 0)
+                // rounding noise around 0); or a finite value where the reference's NaN or infinity is no perturbed
+                // reference's (a division by a mean of deviations that is exactly 0 only without rounding)
                 let alike = |v: f64| v.to_bits() == y.to_bits() || (v.is_nan() && y.is_nan());
-                if x.is_finite() && others.iter().any(|v| alike(v[i])) {
+                let fragile = !x.is_finite() && y.is_finite() && others.iter().any(|v| v[i].is_finite());
+                if others.iter().any(|v| alike(v[i])) || fragile {
                     deviating += 1;
                     worst_ratio = worst_ratio.max(1.0);
                     continue;
                 }
-                if x.to_bits() != y.to_bits() && !(x.is_nan() && y.is_nan()) {
-                    return classified;
+                return classified;
+            }
+            if te.dtype.is_int() {
+                // a whole unit only where a perturbed reference moves this element too
+                if x != y {
+                    deviating += 1;
+                    let spread = others.iter().map(|v| (v[i] - x).abs()).fold(0.0, f64::max);
+                    if !(spread > 0.0 && (y - x).abs() <= spread) {
+                        return classified;
+                    }
+                    worst_ratio = worst_ratio.max((y - x).abs() / spread);
                 }
                 continue;
             }
@@ -89,7 +107,7 @@ pub fn refine(
             "{}; but the model is ill-conditioned at this input: moving the float inputs and constants by \
              {PERTURB_ULPS} ULPs and the values its arithmetic computes by {ROUNDING_ULPS} (up to {PERTURBATIONS} \
              times, also with its 16-bit floats widened to float32 and with its configuration's approximations; \
-             a model whose floats a quantized op reads all only widened) moves onnx.reference's own result about \
+             a model with nothing to move only widened) moves onnx.reference's own result about \
              as far: the optimized deviation is at most {worst_ratio:.2} times that spread over {} evaluations, so \
              it is rounding, not a bug",
             classified.note,

@@ -91,8 +91,20 @@ fn cone_quantized(g: &crate::graph::Graph, value: &str) -> bool {
 }
 
 /// Ops that move, select or repeat values without computing new ones: what they make of given values is given.
-pub(super) const MOVES: &[&str] =
-    &["Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Expand", "Tile", "Slice", "Concat"];
+/// A Pad copies its input and fills given values (oatest's own shape bridges are a Pad and a Reshape).
+pub(super) const MOVES: &[&str] = &[
+    "Reshape",
+    "Flatten",
+    "Squeeze",
+    "Unsqueeze",
+    "Identity",
+    "Transpose",
+    "Expand",
+    "Tile",
+    "Slice",
+    "Concat",
+    "Pad",
+];
 
 /// Whether `value` is given (a graph input, an initializer) or moved from given values only ([`MOVES`]), or
 /// quantized or dequantized from them: a quantization of it rounds the same elements in float64 (a reshaped graph

@@ -57,9 +57,14 @@ pub fn runs(r: &mut Reproducer, case: &Case, variants: bool, approximations: &[S
 /// and the exponents of Pow (a model's `x ^ 2` is exact intent: 2 moved by a few ULPs makes a negative base NaN).
 pub fn kept_in(g: &crate::graph::Graph) -> HashSet<String> {
     let mut kept = super::holds::before_boundaries_in(g);
-    let pow = g.node_ids().map(|id| g.node(id)).filter(|n| n.op.name == "Pow" && n.op.domain.is_empty());
-    kept.extend(pow.filter_map(|n| n.inputs.get(1).cloned()));
+    kept.extend(exponents(g));
     kept
+}
+
+/// The exponents of `g`'s Pow nodes.
+fn exponents(g: &crate::graph::Graph) -> HashSet<String> {
+    let pow = g.node_ids().map(|id| g.node(id)).filter(|n| n.op.name == "Pow" && n.op.domain.is_empty());
+    pow.filter_map(|n| n.inputs.get(1).cloned()).collect()
 }
 
 /// `feeds` with every float element multiplied by `1 + u·PERTURB_ULPS·eps`, u uniform in [-1, 1] (seeded), but
@@ -89,12 +94,14 @@ pub fn perturbed(feeds: &[NamedTensor], seed: u64, fixed: &HashSet<String>) -> V
 ///
 /// The values the main graph's rounding ops compute move too, each element by up to [`ROUNDING_ULPS`]: a fused
 /// kernel rounds at other places than the ops it replaces, and where the model cancels (a mean of values minus
-/// that mean, divided by a tiny epsilon) those few ULPs are the whole result.
+/// that mean, divided by a tiny epsilon) those few ULPs are the whole result. So do those a rounding boundary reads:
+/// a computed float is only known to rounding, and one on a boundary (a convolution's sum exactly between two
+/// quantization steps) is rounded either way by correct kernels; a given one (an input, a constant) is exact.
 pub fn perturbed_model(model: &crate::graph::Model, seed: u64, fixed: &HashSet<String>) -> crate::graph::Model {
     let mut moved = model.clone();
     perturb_graph(&mut moved.graph, seed ^ 0x5eed_c0de, fixed);
     if model.opset() >= 7 {
-        if let Ok(g) = round_noise(&moved.graph, model.opset(), seed ^ 0x0dd_ba11, fixed) {
+        if let Ok(g) = round_noise(&moved.graph, model.opset(), seed ^ 0x0dd_ba11, &exponents(&model.graph)) {
             moved.graph = g;
         }
     }
@@ -147,7 +154,7 @@ const ROUNDING_OPS: &[&str] = &[
 const MAX_NOISE_ELEMENTS: usize = 1 << 22;
 
 /// `g` (at ai.onnx `opset`) with every float result of a [`ROUNDING_OPS`] node of the default domain whose shape
-/// is known and that no rounding boundary reads (not `fixed`) multiplied by a constant `1 + u·ROUNDING_ULPS·eps` (u
+/// is known and that is not `fixed` (a Pow's exponent) multiplied by a constant `1 + u·ROUNDING_ULPS·eps` (u
 /// uniform in [-1, 1], seeded) of its own shape: the node writes `<value>__exact`, a Mul gives the value its readers
 /// read.
 fn round_noise(
@@ -208,12 +215,14 @@ fn perturb_graph(g: &mut crate::graph::Graph, seed: u64, fixed: &HashSet<String>
     }
 }
 
-/// Whether [`perturbed`] and [`perturbed_model`] move anything: a float input or initializer not `fixed`, or a
-/// float initializer of a [`movable_bodies`] body.
+/// Whether [`perturbed`] and [`perturbed_model`] move anything: a float input or initializer not `fixed`, a
+/// float initializer of a [`movable_bodies`] body, or a value a [`ROUNDING_OPS`] node of the main graph computes.
 pub fn can_perturb(model: &crate::graph::Model, feeds: &[NamedTensor], fixed: &HashSet<String>) -> bool {
     let movable = |name: &String, t: &Tensor| t.dtype.is_float() && !fixed.contains(name);
     let g = &model.graph;
-    feeds.iter().any(|f| movable(&f.name, &f.tensor))
+    let rounds = |n: &crate::graph::Node| n.op.domain.is_empty() && ROUNDING_OPS.contains(&n.op.name.as_str());
+    (model.opset() >= 7 && g.node_ids().any(|id| rounds(g.node(id))))
+        || feeds.iter().any(|f| movable(&f.name, &f.tensor))
         || g.initializers.iter().any(|(n, t)| movable(n, t))
         || movable_bodies(g, fixed)
             .into_iter()
@@ -225,9 +234,10 @@ mod tests {
     use super::*;
 
     /// A fold rounds the constants it computes: a float model's initializers move by a few ULPs, never more, and
-    /// integers stay; what a quantized op reads stays (moving a scale moves its rounding boundaries).
+    /// integers stay; given values a quantized op reads stay (moving a scale moves its rounding boundaries), the sum
+    /// it reads moves.
     #[test]
-    fn perturbed_constants_move_by_a_few_ulps_unless_the_model_is_quantized() {
+    fn perturbed_constants_move_by_a_few_ulps_unless_a_quantized_op_reads_them() {
         use crate::graph::{Graph, Model, Node, OpId};
         let mut g = Graph::new("g");
         g.add_initializer("w", Tensor::from_f64s(DType::F16, &[3], &[1.0, -2.0, 0.5]));
@@ -247,11 +257,19 @@ mod tests {
         }
         assert_eq!(model.graph.initializers["k"], moved.graph.initializers["k"], "integers stay");
         let mut q = model.clone();
+        q.graph.add_initializer("s", Tensor::from_f64s(DType::F16, &[], &[0.5]));
         q.graph
-            .add_node(Node::new("q", OpId::onnx("QuantizeLinear"), vec!["y".into(), "w".into()], vec!["z".into()]))
+            .add_node(Node::new("q", OpId::onnx("QuantizeLinear"), vec!["y".into(), "s".into()], vec!["z".into()]))
             .unwrap();
-        assert_eq!(perturbed_model(&q, 1, &fixed(&q)).graph.initializers, q.graph.initializers);
-        assert!(!can_perturb(&q, &[], &fixed(&q)));
+        let moved_q = perturbed_model(&q, 1, &fixed(&q)).graph;
+        let constants = |g: &Graph| g.initializers.iter().filter(|(n, _)| !n.ends_with("__noise")).count();
+        assert_eq!(constants(&moved_q), q.graph.initializers.len());
+        for (name, t) in &q.graph.initializers {
+            assert_eq!(&moved_q.initializers[name], t, "{name}: given values a quantized op reads stay");
+        }
+        // the sum the quantized op reads is computed: it moves by an ULP (a correct kernel may round it either way)
+        assert!(moved_q.initializers.contains_key("y__noise"), "{:?}", moved_q.initializers.keys());
+        assert!(can_perturb(&q, &[], &fixed(&q)));
     }
 
     /// A fused kernel rounds elsewhere than the ops it replaces: the values arithmetic computes move by an ULP (a
