@@ -104,6 +104,9 @@ pub struct Stats {
     /// fired, findings among them]; the other tests are the patterns as their tests wrote them.
     #[serde(default)]
     pub variations: BTreeMap<String, [u64; 3]>,
+    /// For each variation kind: its tests that were invalid (the validity of the variation).
+    #[serde(default)]
+    pub variations_invalid: BTreeMap<String, u64>,
     /// signature -> number of raw findings with it.
     pub signatures: BTreeMap<String, u64>,
     /// Source key -> its count, exemplars written, first and last test ([`crate::finding::exemplars`]): the
@@ -239,6 +242,7 @@ impl Stats {
             e[0] += 1;
             e[1] += target_fired as u64;
             e[2] += !j.verdicts.is_empty() as u64;
+            *self.variations_invalid.entry(v.to_string()).or_default() += !j.valid as u64;
         }
         example
     }
@@ -321,5 +325,10 @@ mod tests {
         assert_eq!((st.near_misses, st.tests_with_target_pass, st.target_pass_fired), (1, 3, 2));
         assert_eq!(st.trigger_rate, Some(2.0 / 3.0));
         assert_eq!(st.variations["extra-reader"], [2, 1, 0]);
+        // an invalid varied test counts against its variation's validity
+        let invalid = Judgement { valid: false, invalid_reason: Some("reference-error".into()), verdicts: Vec::new() };
+        st.record(5, &[], &[], &invalid, Some("P"), &["dtype"], 1.0);
+        assert_eq!((st.variations["dtype"], st.variations_invalid["dtype"]), ([1, 0, 0], 1));
+        assert_eq!(st.variations_invalid["extra-reader"], 0);
     }
 }

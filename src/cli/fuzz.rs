@@ -307,9 +307,11 @@ fn print_summary(s: &campaign::Summary) {
     );
     for (kind, [tests, fired, found]) in &st.variations {
         let near = tests - fired;
+        let invalid = st.variations_invalid.get(kind).copied().unwrap_or(0);
+        let validity = 1.0 - invalid as f64 / (*tests).max(1) as f64;
         println!(
-            "  variation {kind:<7} {tests} tests, target pass fired in {fired} ({near} near misses), {found} with \
-             findings"
+            "  variation {kind:<7} {tests} tests (validity {validity:.4}), target pass fired in {fired} ({near} near \
+             misses), {found} with findings"
         );
     }
     println!(

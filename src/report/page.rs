@@ -116,8 +116,10 @@ fn figures(s: &mut String, st: &Value, entries: &[Entry]) {
     for (kind, v) in st["variations"].as_object().into_iter().flatten() {
         let n = |i: usize| v[i].as_u64().unwrap_or(0);
         let (tests, fired, found) = (n(0), n(1), n(2));
+        let invalid = st["variations_invalid"][kind].as_u64().unwrap_or(0);
         let fired = format!(
-            "{tests} tests, target pass fired in {fired} ({} near misses), {found} with findings",
+            "{tests} tests, validity {:.4}, target pass fired in {fired} ({} near misses), {found} with findings",
+            1.0 - invalid as f64 / tests.max(1) as f64,
             tests - fired
         );
         rows.push((format!("variation {kind}"), fired));

@@ -88,6 +88,7 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             near_misses,
             trigger_by_pass,
             variations,
+            variations_invalid,
             signatures,
             keys,
             findings_written: _, // derived from keys
@@ -154,6 +155,9 @@ pub fn sum(parts: &[&Stats]) -> Stats {
         for (k, v) in variations {
             let e = t.variations.entry(k.clone()).or_default();
             (0..3).for_each(|i| e[i] += v[i]);
+        }
+        for (k, v) in variations_invalid {
+            *t.variations_invalid.entry(k.clone()).or_default() += v;
         }
         add(&mut t.signatures, signatures);
         for (k, v) in keys {
