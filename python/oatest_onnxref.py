@@ -391,14 +391,32 @@ def _sqrt2_scaled(graph, value):
     return v.size == 1 and abs(v[0] - want) < 1e-5
 
 
+def _plus_one(graph, value):
+    """Whether an Add of `graph` adds the constant 1 to `value` (the 1 + erf(x / sqrt 2) of a Gelu)."""
+    consts = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    for n in graph.node:
+        if n.op_type == "Constant" and n.output:
+            for a in n.attribute:
+                if a.name == "value":
+                    consts[n.output[0]] = numpy_helper.to_array(a.t)
+    for n in graph.node:
+        if n.op_type == "Add" and len(n.input) == 2 and value in n.input:
+            other = consts.get(n.input[1] if n.input[0] == value else n.input[0])
+            if other is not None and other.size == 1 and float(other.ravel()[0]) == 1.0:
+                return True
+    return False
+
+
 def _mark_gelu_erfs(model: onnx.ModelProto) -> onnx.ModelProto:
-    """`model` with every Erf of a Gelu (its input x / sqrt 2) renamed to `GeluErf`, which the "erf" approximation
-    evaluates: ORT's GeluApproximation approximates those only, an Erf elsewhere stays exact."""
+    """`model` with every Erf of a Gelu (its input x / sqrt 2, plus 1) renamed to `GeluErf`, which the "erf"
+    approximation evaluates: ORT's GeluApproximation approximates those only, an Erf elsewhere stays exact (an Erf
+    of a value divided by sqrt 2 that is no Gelu's)."""
     model = copy.deepcopy(model)
 
     def mark(graph):
         for n in graph.node:
-            if n.op_type == "Erf" and n.domain in ("", "ai.onnx") and _sqrt2_scaled(graph, n.input[0]):
+            gelu = _sqrt2_scaled(graph, n.input[0]) and _plus_one(graph, n.output[0]) if n.op_type == "Erf" else False
+            if n.op_type == "Erf" and n.domain in ("", "ai.onnx") and gelu:
                 n.op_type, n.domain = "GeluErf", _APPROX
             for a in n.attribute:
                 if a.type == onnx.AttributeProto.GRAPH:

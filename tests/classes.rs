@@ -688,3 +688,33 @@ fn ort_a_finite_value_where_only_exact_arithmetic_divides_by_zero_is_precision()
     let bug = reduce_kept("division-by-cancelled-mean-after-approximated-gelu", "all+gelu_approx").expect("a finding");
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 233, filed as an NchwcTransformer bug): a graph input through Relu, QuantizeLinear and
+/// DequantizeLinear into a float Conv. A Relu of given values selects (exact in float64), so the float64 values
+/// judge the blocked Conv's summation order: precision.
+#[test]
+fn ort_quantized_levels_of_a_relu_of_an_input_are_judged_in_float64() {
+    let bug = reduce_kept("conv-after-relu-of-quantized-input", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("evaluated in float64"), "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 233, filed as a GeluApproximation bug): an Erf-built Gelu divided by 0.033, then an Erf
+/// of that divided by sqrt 2, under `all+gelu_approx`. ORT approximates the Gelu's Erf only; the approximated
+/// evaluation keeps the other Erf exact too (nothing adds 1 to it): approximated.
+#[test]
+fn ort_an_erf_of_a_scaled_value_that_is_no_gelus_stays_exact_when_approximating() {
+    let bug = reduce_kept("gelu-divided-then-erf", "all+gelu_approx").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "approximated", "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 233, filed as a MatMul_BatchNormalization_Fusion bug): a float16 MatMul and
+/// BatchNormalization in a Loop body whose other output a comparison reads. The fold is 3 float16 ULPs off where the
+/// body cancels; the constants behind the returned output move in perturbed references (those behind the compared
+/// output stay), which spread as far: precision.
+#[test]
+fn ort_a_float16_fold_in_a_loop_beside_a_compared_output_is_precision() {
+    let bug = reduce_kept("fp16-matmul-bn-in-loop-beside-compared-output", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("ill-conditioned"), "{bug}");
+}

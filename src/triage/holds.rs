@@ -117,10 +117,12 @@ fn given(g: &crate::graph::Graph, value: &str, depth: usize) -> bool {
     let n = g.node(at.node);
     let moved = MOVES.contains(&n.op.name.as_str()) && n.op.domain.is_empty();
     // what some ops make of given values is the same in a float64 evaluation: a quantized op's levels (a QLinearConv
-    // of a quantized graph input), a selection (a MaxPool of its levels), a Cast but to a 16-bit float
+    // of a quantized graph input), a selection (a MaxPool of its levels, a Relu of a graph input), a sign, a Cast
+    // but to a 16-bit float
+    let selects = ["MaxPool", "GlobalMaxPool", "ReduceMax", "ReduceMin", "Max", "Min", "Relu", "Clip", "Abs", "Neg"];
     let exact = n.subgraphs().next().is_none()
         && (is_quantized(n)
-            || matches!(n.op.name.as_str(), "MaxPool" | "GlobalMaxPool" | "ReduceMax" | "ReduceMin" | "Max" | "Min")
+            || selects.contains(&n.op.name.as_str())
             || (n.op.name == "Cast" && n.attr_int("to").is_some_and(|c| !is_half(DType::from_onnx(c as i32)))));
     depth < 16
         && (moved || exact || matches!(n.op.name.as_str(), "DequantizeLinear" | "QuantizeLinear"))
@@ -163,8 +165,11 @@ pub fn before_boundaries(model: &crate::graph::Model) -> std::collections::HashS
 
 /// [`before_boundaries`] of one graph (a control-flow body: what its own boundaries read).
 pub fn before_boundaries_in(g: &crate::graph::Graph) -> std::collections::HashSet<String> {
-    let mut todo: Vec<String> =
-        g.node_ids().map(|id| g.node(id)).filter(|n| is_boundary(n)).flat_map(|n| n.reads()).collect();
+    behind(g, g.node_ids().map(|id| g.node(id)).filter(|n| is_boundary(n)).flat_map(|n| n.reads()).collect())
+}
+
+/// `values` of `g` and every value of `g` they are computed from.
+pub fn behind(g: &crate::graph::Graph, mut todo: Vec<String>) -> std::collections::HashSet<String> {
     let mut seen = std::collections::HashSet::new();
     while let Some(v) = todo.pop() {
         if seen.insert(v.clone()) {
@@ -250,7 +255,8 @@ mod tests {
         assert!(has_half_floats(&m), "half");
         assert!(!has_quantized_ops(&Model::new(Graph::new("empty"))));
         assert!(outputs_without_quantized_ops(&m).is_empty());
-        // a QuantizeLinear of a graph input, then float ops, stays comparable; of a computed value it does not
+        // a QuantizeLinear of a graph input, then float ops, stays comparable; of a computed value (an Exp: a Relu
+        // selects, as exact in float64) it does not
         let mut g = Graph::new("g");
         g.add_input("x", TensorType::new(DType::F32, &[2]));
         g.add_initializer("s", crate::graph::Tensor::from_f32(&[], &[0.5]));
@@ -262,7 +268,7 @@ mod tests {
                 .with_attr("to", crate::graph::Attr::Int(1)),
         )
         .unwrap();
-        g.add_node(Node::new("r", OpId::onnx("Relu"), vec!["f".into()], vec!["r".into()])).unwrap();
+        g.add_node(Node::new("r", OpId::onnx("Exp"), vec!["f".into()], vec!["r".into()])).unwrap();
         g.add_node(q("r", "qr")).unwrap();
         g.add_output("r", TensorType::new(DType::F32, &[2]));
         g.add_output("qr", TensorType::new(DType::U8, &[2]));

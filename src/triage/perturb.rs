@@ -197,13 +197,16 @@ fn round_noise(
     Ok(out)
 }
 
-/// The nodes of `g` whose bodies' constants move: those whose results no rounding boundary reads.
+/// The nodes of `g` whose bodies' constants move: those with a result no rounding boundary reads.
 fn movable_bodies(g: &crate::graph::Graph, fixed: &HashSet<String>) -> Vec<crate::graph::NodeId> {
-    g.node_ids().filter(|&id| !g.node(id).outputs.iter().any(|o| fixed.contains(o))).collect()
+    let movable =
+        |n: &crate::graph::Node| n.subgraphs().next().is_some() && n.outputs.iter().any(|o| !fixed.contains(o));
+    g.node_ids().filter(|&id| movable(g.node(id))).collect()
 }
 
-/// Moves the float initializers of `g` not `fixed`, and those of its [`movable_bodies`] (a Loop's weights) by what
-/// their own rounding boundaries read.
+/// Moves the float initializers of `g` not `fixed`, and those of its [`movable_bodies`] (a Loop's weights) but what
+/// their own rounding boundaries read and what the body outputs behind `fixed` results are computed from (a Loop
+/// whose float16 output is returned and whose other output is compared).
 fn perturb_graph(g: &mut crate::graph::Graph, seed: u64, fixed: &HashSet<String>) {
     let as_feeds: Vec<NamedTensor> =
         g.initializers.iter().map(|(name, t)| NamedTensor { name: name.clone(), tensor: t.clone() }).collect();
@@ -211,7 +214,14 @@ fn perturb_graph(g: &mut crate::graph::Graph, seed: u64, fixed: &HashSet<String>
         g.initializers.insert(f.name, f.tensor);
     }
     for (k, id) in movable_bodies(g, fixed).into_iter().enumerate() {
-        g.edit_bodies(id, |b| perturb_graph(b, seed.wrapping_add(k as u64 + 1), &kept_in(b)));
+        let n = g.node(id);
+        let slots: Vec<usize> =
+            (0..n.outputs.len()).filter(|&s| fixed.contains(&n.outputs[s])).filter_map(|s| n.body_output(s)).collect();
+        g.edit_bodies(id, |b| {
+            let mut kept = kept_in(b);
+            kept.extend(super::holds::behind(b, slots.iter().filter_map(|&i| b.outputs.get(i).cloned()).collect()));
+            perturb_graph(b, seed.wrapping_add(k as u64 + 1), &kept)
+        });
     }
 }
 
