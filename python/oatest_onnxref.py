@@ -391,32 +391,45 @@ def _sqrt2_scaled(graph, value):
     return v.size == 1 and abs(v[0] - want) < 1e-5
 
 
-def _plus_one(graph, value):
-    """Whether an Add of `graph` adds the constant 1 to `value` (the 1 + erf(x / sqrt 2) of a Gelu)."""
+def _gelu_erf(graph, erf) -> bool:
+    """Whether Erf node `erf` of `graph` is a Gelu's as GeluFusion matches it: erf(x / sqrt 2), plus 1, times x (x
+    * 0.5 * (1 + erf), or x * (1 + erf) * 0.5)."""
+    if not _sqrt2_scaled(graph, erf.input[0]):
+        return False
+    producer = {o: n for n in graph.node for o in n.output}
+    x = producer[erf.input[0]].input[0]
     consts = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
     for n in graph.node:
         if n.op_type == "Constant" and n.output:
             for a in n.attribute:
                 if a.name == "value":
                     consts[n.output[0]] = numpy_helper.to_array(a.t)
+
+    def one(v):
+        c = consts.get(v)
+        return c is not None and c.size == 1 and float(c.ravel()[0]) == 1.0
+
+    adds = [n.output[0] for n in graph.node if n.op_type == "Add" and erf.output[0] in n.input
+            and any(one(v) for v in n.input if v != erf.output[0])]
     for n in graph.node:
-        if n.op_type == "Add" and len(n.input) == 2 and value in n.input:
-            other = consts.get(n.input[1] if n.input[0] == value else n.input[0])
-            if other is not None and other.size == 1 and float(other.ravel()[0]) == 1.0:
-                return True
+        if n.op_type != "Mul" or not any(a in n.input for a in adds):
+            continue
+        other = [v for v in n.input if v not in adds]
+        by = producer.get(other[0]) if other else None
+        if other and (other[0] == x or (by is not None and by.op_type == "Mul" and x in by.input)):
+            return True
     return False
 
 
 def _mark_gelu_erfs(model: onnx.ModelProto) -> onnx.ModelProto:
-    """`model` with every Erf of a Gelu (its input x / sqrt 2, plus 1) renamed to `GeluErf`, which the "erf"
-    approximation evaluates: ORT's GeluApproximation approximates those only, an Erf elsewhere stays exact (an Erf
-    of a value divided by sqrt 2 that is no Gelu's)."""
+    """`model` with every Erf of a Gelu ([`_gelu_erf`]) renamed to `GeluErf`, which the "erf" approximation
+    evaluates: ORT's GeluApproximation approximates those only, an Erf elsewhere stays exact (an Erf of a value
+    divided by sqrt 2, plus 1, that is no Gelu's)."""
     model = copy.deepcopy(model)
 
     def mark(graph):
         for n in graph.node:
-            gelu = _sqrt2_scaled(graph, n.input[0]) and _plus_one(graph, n.output[0]) if n.op_type == "Erf" else False
-            if n.op_type == "Erf" and n.domain in ("", "ai.onnx") and gelu:
+            if n.op_type == "Erf" and n.domain in ("", "ai.onnx") and _gelu_erf(graph, n):
                 n.op_type, n.domain = "GeluErf", _APPROX
             for a in n.attribute:
                 if a.type == onnx.AttributeProto.GRAPH:

@@ -699,9 +699,9 @@ fn ort_quantized_levels_of_a_relu_of_an_input_are_judged_in_float64() {
     assert!(bug["triage"]["class_note"].as_str().unwrap().contains("evaluated in float64"), "{bug}");
 }
 
-/// ONNX Runtime 1.32.0 (seed 233, filed as a GeluApproximation bug): an Erf-built Gelu divided by 0.033, then an Erf
-/// of that divided by sqrt 2, under `all+gelu_approx`. ORT approximates the Gelu's Erf only; the approximated
-/// evaluation keeps the other Erf exact too (nothing adds 1 to it): approximated.
+/// ONNX Runtime 1.32.0 (seed 233, filed as a GeluApproximation bug): an Erf-built Gelu divided by 0.033, then 1 +
+/// the Erf of that divided by sqrt 2, under `all+gelu_approx`. ORT approximates the Gelu's Erf only; the approximated
+/// evaluation keeps the other Erf exact too (nothing multiplies it by x: no Gelu): approximated.
 #[test]
 fn ort_an_erf_of_a_scaled_value_that_is_no_gelus_stays_exact_when_approximating() {
     let bug = reduce_kept("gelu-divided-then-erf", "all+gelu_approx").expect("a finding");

@@ -219,13 +219,13 @@ def test_gelu_approximation_evaluates_gelu_and_erf_by_fast_gelus_formula():
     _, erf_gelu, plain_erf = outputs(("gelu", "erf"))
     np.testing.assert_allclose(erf_gelu, tanh, atol=1e-6)
     np.testing.assert_allclose(plain_erf, [[math.erf(v) for v in x[0]]], atol=1e-6)
-    # so does an Erf of x / sqrt 2 whose result no Add makes 1 + erf (a review found one after a Gelu's division)
-    graph.node.extend([h.make_node("Erf", ["d"], ["scaled_erf"])])
-    graph.output.append(h.make_tensor_value_info("scaled_erf", T.FLOAT, [1, 13]))
+    # so does 1 + erf(x / sqrt 2) that nothing multiplies by x (a review found one after a Gelu's division)
+    graph.node.extend([h.make_node("Erf", ["d"], ["scaled_erf"]), h.make_node("Add", ["scaled_erf", "one"], ["p"])])
+    graph.output.append(h.make_tensor_value_info("p", T.FLOAT, [1, 13]))
     m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)])
-    _, erf_gelu, _, scaled_erf = outputs(("gelu", "erf"))
+    _, erf_gelu, _, plus = outputs(("gelu", "erf"))
     np.testing.assert_allclose(erf_gelu, tanh, atol=1e-6)
-    np.testing.assert_allclose(scaled_erf, [[math.erf(v / math.sqrt(2)) for v in x[0]]], atol=1e-6)
+    np.testing.assert_allclose(plus, [[1 + math.erf(v / math.sqrt(2)) for v in x[0]]], atol=1e-6)
 
 
 @pytest.mark.parametrize("opset", [11, 13])
