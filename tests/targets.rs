@@ -500,3 +500,17 @@ fn where_dummy_dq_patterns_from_ort_s_test_graph_splice_and_fire() {
     assert!(spliced >= 48, "only {spliced} of 64 splices succeeded");
     assert!(fired * 2 >= spliced, "WhereDummyDq fired in {fired} of {spliced} spliced tests");
 }
+
+/// A per-tensor quantization scale made per-axis (each channel another scale) on one axis of the values it
+/// quantizes: the QDQ passes' tests write per-tensor parameters almost everywhere, and these passes still fire on
+/// per-axis variants, so their per-axis code paths run (measured counts in docs/BENCHMARKS.md).
+#[test]
+fn qdq_passes_fire_on_per_axis_variants_of_per_tensor_patterns() {
+    use oatest::synth::vary::Variation;
+    for pass in ["QDQPropagationTransformer", "QDQSelectorActionTransformer", "DoubleQDQPairsRemover"] {
+        let (varied, fired, _) = variant_fires(pass, Variation::PerAxis);
+        eprintln!("{pass}: fired in {fired} of {varied} per-axis tests");
+        assert!(varied >= 8, "{pass}: only {varied} varied splices");
+        assert!(fired >= 1, "{pass}: fired in none of {varied} tests with a per-axis scale");
+    }
+}

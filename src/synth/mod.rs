@@ -15,6 +15,7 @@ mod splice;
 pub mod usable;
 pub mod vary;
 pub mod vary_attrs;
+pub mod vary_axis;
 
 #[cfg(test)]
 use ports::edge_types;

@@ -97,6 +97,8 @@ pub fn splice_varied(
     // variations: another value of one attribute; the pattern in another element type its ops accept
     let reattributed = vary.contains(&Variation::Attr).then(|| super::vary_attrs::reattributed(p, tag)).flatten();
     let p = reattributed.as_ref().unwrap_or(p);
+    let per_axis = vary.contains(&Variation::PerAxis).then(|| super::vary_axis::per_axis(p, tag)).flatten();
+    let p = per_axis.as_ref().unwrap_or(p);
     let retyped = vary.contains(&Variation::Dtype).then(|| super::vary::retyped(p, tag)).flatten();
     let p = retyped.as_ref().unwrap_or(p);
     let g = &seed.graph;
@@ -111,6 +113,9 @@ pub fn splice_varied(
     }
     if retyped.is_some() {
         info.variations.push(Variation::Dtype);
+    }
+    if per_axis.is_some() {
+        info.variations.push(Variation::PerAxis);
     }
     let preceding = preceding(g, &order, k, &types);
     let pg = &p.model.graph;

@@ -308,6 +308,53 @@ fn a_share_of_attr_varied_splices_writes_another_legal_attribute_value() {
     assert!(Variation::parse("attr").is_ok());
 }
 
+/// QuantizeLinear then DequantizeLinear of f32[2, 3] with one scalar scale and zero point: a share of the splices
+/// makes them per-axis on axis 0 or 1 (a scale per channel, the zero point repeated, both nodes with that `axis`),
+/// and the spliced model type-checks.
+#[test]
+fn a_share_of_per_axis_varied_splices_quantizes_per_channel() {
+    use super::vary::Variation;
+    use super::vary_axis::PER_AXIS_SHARE;
+    use crate::graph::{Attr, Tensor};
+    let ty = t(DType::F32, &[2, 3]);
+    let mut p = pattern(ty.clone());
+    let mut g = Graph::new("p");
+    g.add_input("in", ty.clone());
+    g.add_initializer("s", Tensor::from_f32(&[], &[0.5]));
+    g.add_initializer("z", Tensor::from_f64s(DType::U8, &[], &[3.0]));
+    let qin = vec!["in".into(), "s".into(), "z".into()];
+    g.add_node(Node::new("q", OpId::onnx("QuantizeLinear"), qin, vec!["mid".into()])).unwrap();
+    let dqin = vec!["mid".into(), "s".into(), "z".into()];
+    g.add_node(Node::new("dq", OpId::onnx("DequantizeLinear"), dqin, vec!["out".into()])).unwrap();
+    g.add_output("out", ty.clone());
+    p.model.graph = g;
+    let (mut varied, mut axes) = (0, std::collections::BTreeSet::new());
+    for s in 0..400 {
+        let (m, info) =
+            splice_varied(&seed(), &p, &mut Rng::seed_from_u64(s), s, Some(1), &[Variation::PerAxis]).unwrap();
+        check_graph(&m.graph, true).unwrap();
+        let node = |name: &str| m.graph.node_ids().map(|id| m.graph.node(id)).find(|n| n.name == name).cloned();
+        let (q, dq) = (node(&format!("p{s}_q")).unwrap(), node(&format!("p{s}_dq")).unwrap());
+        let scale = &m.graph.initializers[&q.inputs[1]];
+        if info.variations.is_empty() {
+            assert_eq!((scale.numel(), q.attrs.get("axis")), (1, None), "a splice the variation skips is the same");
+            continue;
+        }
+        varied += 1;
+        let Some(Attr::Int(axis)) = q.attrs.get("axis").cloned() else { panic!("no axis: {q:?}") };
+        assert_eq!(dq.attrs.get("axis"), Some(&Attr::Int(axis)));
+        assert_eq!(scale.dims, vec![[2, 3][axis as usize]]);
+        let values = scale.to_f64s().unwrap();
+        assert!(values[0] != values[1], "each channel another scale: {values:?}");
+        assert_eq!(m.graph.initializers[&q.inputs[2]].to_f64s().unwrap(), vec![3.0; values.len()]);
+        axes.insert(axis);
+    }
+    let share = varied as f64 / 400.0;
+    assert!((PER_AXIS_SHARE / 2.0..PER_AXIS_SHARE * 2.0).contains(&share), "{varied} of 400 splices");
+    assert_eq!(axes.len(), 2, "{axes:?}");
+    assert!(Variation::parse("per-axis").is_ok());
+}
+
 #[test]
 fn a_fixed_share_of_splices_feeds_an_edge_shape_the_pattern_accepts() {
     // f32[2,3] precedes; the pattern wants f32[4,5] (Identity, Relu: any shape): some tags feed [1,1] or []

@@ -9,6 +9,7 @@
 //!   dtypes), so the bridges feed it that type: FuseReluClip and DivMulFusion's tests use float only, their
 //!   bugs live on int32 and int64.
 //! - `attr`: one attribute of one pattern node takes another legal value ([`super::vary_attrs`]).
+//! - `per-axis`: a per-tensor quantization scale becomes per-axis on one axis ([`super::vary_axis`]).
 
 use crate::graph::{Attr, DType, Graph, Tensor, TensorType, ValueType};
 use crate::ops::{check_graph, Rng};
@@ -27,6 +28,7 @@ pub enum Variation {
     ExtraReader,
     Dtype,
     Attr,
+    PerAxis,
 }
 
 /// The share of splices whose pattern takes another element type ([`Variation::Dtype`]).
@@ -36,13 +38,15 @@ pub const DTYPE_SHARE: f64 = 0.25;
 const DTYPES: &[DType] = &[DType::F32, DType::F16, DType::F64, DType::I8, DType::U8, DType::I32, DType::I64];
 
 impl Variation {
-    pub const ALL: &'static [Variation] = &[Variation::ExtraReader, Variation::Dtype, Variation::Attr];
+    pub const ALL: &'static [Variation] =
+        &[Variation::ExtraReader, Variation::Dtype, Variation::Attr, Variation::PerAxis];
 
     pub fn name(self) -> &'static str {
         match self {
             Variation::ExtraReader => "extra-reader",
             Variation::Dtype => "dtype",
             Variation::Attr => "attr",
+            Variation::PerAxis => "per-axis",
         }
     }
 

@@ -141,7 +141,7 @@ pub(super) fn reattributed(p: &Pattern, tag: u64) -> Option<Pattern> {
 
 /// Gives `q`'s values the types the catalog infers for them (strict) from its inputs' declared types, and its output
 /// ports theirs; None when the catalog rejects the graph.
-fn retype_outputs(q: &mut Pattern) -> Option<()> {
+pub(super) fn retype_outputs(q: &mut Pattern) -> Option<()> {
     let g: &mut Graph = &mut q.model.graph;
     let mut probe = g.clone();
     probe.types.retain(|v, _| g.inputs.contains(v) || g.initializers.contains_key(v));
