@@ -17,8 +17,10 @@ outputs too: the values rounding does not move, against which triage measures ho
 inconsistency is (a side no farther than the other is rounding, not a wrong rewrite).
 `approximate` names approximations an optimizing configuration asks for by design, evaluated instead of the exact
 op: "gelu" (com.microsoft Gelu and BiasGelu computed by FastGelu's tanh formula, what ONNX Runtime's opt-in
-GeluApproximation makes of them) and "erf" (every Erf by the same tanh formula, for Gelu chains that GeluFusion
-fuses first). Triage compares an optimized run with it to tell a by-design approximation from a wrong result.
+GeluApproximation makes of them), "erf" (the Erf of an Erf-built Gelu by the same tanh formula, for Gelu chains
+that GeluFusion fuses first) and "weight_bias" (the float weights and biases that ORT's WeightBiasQuantization
+quantizes, quantized the same way: oatest_weight_bias). Triage compares an optimized run with it to tell a
+by-design approximation from a wrong result.
 With `widen_half`, every
 float16/bfloat16 tensor of the model (inputs, initializers, constants, value types, Cast targets, dtype
 attributes, in subgraphs and functions too) is float32 instead, and the outputs are rounded to their declared
@@ -369,6 +371,8 @@ APPROXIMATIONS = {
     ],
     # ORT approximates an Erf only inside the Gelu it fuses (x / sqrt 2 into Erf): `_mark_gelu_erfs` renames those
     "erf": [_approximating("GeluErf", _APPROX, _tanh_erf)],
+    # WeightBiasQuantization's int8 weights and int32 biases: a model rewrite (oatest_weight_bias), no op of its own
+    "weight_bias": [],
 }
 
 
@@ -628,6 +632,10 @@ def run(
             with np.errstate(all="ignore"):
                 if "erf" in approximate:
                     model = _mark_gelu_erfs(model)
+                if "weight_bias" in approximate:
+                    import oatest_weight_bias
+
+                    model = oatest_weight_bias.quantized_weights(model)
                 evaluator = ReferenceEvaluator(model, new_ops=_ops(approximate) + _older_forms(model))
                 if check_shapes:
                     every = evaluator.run(None, feeds, intermediate=True)

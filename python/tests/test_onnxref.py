@@ -347,3 +347,49 @@ def test_global_max_pool_takes_the_max_over_every_spatial_axis(rank):
     assert r["status"] == "ok", r["message"]
     ours = nh.to_array(onnx.load_tensor_from_string(r["outputs"][0]))
     np.testing.assert_array_equal(ours, x.max(axis=tuple(range(2, rank)), keepdims=True))
+
+
+def test_weight_bias_quantizes_a_float_conv_between_quantized_values_as_ort_does():
+    """"weight_bias" evaluates a float Conv between a DequantizeLinear and a QuantizeLinear with its weights
+    quantized to int8 by ORT's per-tensor parameters (range widened to 0, (max - min) / 255, zero point rounded half
+    to even) and its bias to int32 at the input scale times the weight scale; a Conv not between quantized values
+    stays exact."""
+    rng = np.random.default_rng(3)
+    w = rng.uniform(-0.3, 0.9, (2, 1, 3, 3)).astype(np.float32)
+    b = np.array([0.37, -0.21], np.float32)
+    x = rng.integers(0, 40, (1, 1, 5, 5)).astype(np.uint8)
+    inits = [nh.from_array(w, "w"), nh.from_array(b, "b"), nh.from_array(np.array(0.02, np.float32), "s"),
+             nh.from_array(np.array(3, np.uint8), "z"), nh.from_array(np.array(0.004, np.float32), "so")]
+    nodes = [
+        h.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"]),
+        h.make_node("Conv", ["xf", "w", "b"], ["y"]),
+        h.make_node("QuantizeLinear", ["y", "so", "z"], ["q"]),
+        h.make_node("Conv", ["xf", "w", "b"], ["plain"]),
+    ]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.UINT8, [1, 1, 5, 5])],
+                         [h.make_tensor_value_info("q", T.UINT8, None), h.make_tensor_value_info("plain", T.FLOAT, None)],
+                         inits)
+    m = h.make_model(graph, opset_imports=[h.make_opsetid("", 19)])
+    feeds = [nh.from_array(x, "x").SerializeToString()]
+
+    def outputs(approximate):
+        r = ref.run(m.SerializeToString(), feeds, False, approximate)
+        assert r["status"] == "ok", r["message"]
+        return [nh.to_array(onnx.load_tensor_from_string(o)) for o in r["outputs"]]
+
+    exact_q, exact_plain = outputs(())
+    q, plain = outputs(("weight_bias",))
+    np.testing.assert_array_equal(plain, exact_plain)
+    # by hand: ORT's int8 parameters of w, then the same Conv and quantization
+    lo, hi = min(float(w.min()), 0.0), max(float(w.max()), 0.0)
+    scale = np.float32((np.float32(hi) - np.float32(lo)) / np.float32(255))
+    zp = np.float32(np.round(np.float32(-128) - np.float32(lo) / scale))
+    wq = (np.clip(np.round(w / scale) + zp, -128, 127) - zp) * scale
+    bs = np.float32(0.02) * scale
+    bq = np.round(b / bs) * bs
+    m2 = h.make_model(h.make_graph(nodes[:3], "g", graph.input, graph.output[:1],
+                                   [nh.from_array(wq.astype(np.float32), "w"), nh.from_array(bq.astype(np.float32), "b")]
+                                   + inits[2:]), opset_imports=[h.make_opsetid("", 19)])
+    r = ref.run(m2.SerializeToString(), feeds, False, ())
+    np.testing.assert_array_equal(q, nh.to_array(onnx.load_tensor_from_string(r["outputs"][0])))
+    assert not np.array_equal(q, exact_q), "quantizing the weights moves some steps"

@@ -14,8 +14,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::time::Instant;
 
-/// The evaluator's Python module (name, source).
-pub const SOURCES: &[(&str, &str)] = &[("oatest_onnxref", include_str!("../../python/oatest_onnxref.py"))];
+/// The evaluator's Python modules (name, source), its entry module last.
+pub const SOURCES: &[(&str, &str)] = &[
+    ("oatest_weight_bias", include_str!("../../python/oatest_weight_bias.py")),
+    ("oatest_onnxref", include_str!("../../python/oatest_onnxref.py")),
+];
 
 pub struct OnnxRefTarget {
     module: Py<PyModule>,

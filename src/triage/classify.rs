@@ -276,7 +276,7 @@ pub fn refine_approximated(
     Classified {
         class: Class::Approximated,
         note: format!(
-            "{}; it matches the model evaluated with the approximation {} that its configuration asks for by design",
+            "{}; it matches the model evaluated with the approximation {} that its configuration makes by design",
             classified.note,
             names.join(" + ")
         ),

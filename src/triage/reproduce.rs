@@ -87,7 +87,7 @@ impl<'w> Reproducer<'w> {
             _ => c,
         };
         // under a configuration that approximates by design, the approximation may be all there is
-        let approximations = crate::compiler::named::approximations(&optimized.config);
+        let approximations = Self::approximations_of(optimized);
         let c = match self.semantic.as_mut() {
             Some(s) if c.class == Class::Optimizer && !approximations.is_empty() => {
                 let model = onnx::encode_model(&case.model);
@@ -118,6 +118,16 @@ impl<'w> Reproducer<'w> {
         let c = super::boundary::refine(self, c, case, unoptimized, optimized);
         // a wrong quantized result on x64 may be the fast kernels' documented overflow: ORT's precise mode tells
         super::platform::refine(self, c, case, unoptimized, optimized)
+    }
+
+    /// The approximations the optimized run makes by design: its named configuration's, and WeightBiasQuantization's
+    /// int8 weights when that pass fired (it quantizes the float weights of a quantized Conv or Gemm on purpose).
+    fn approximations_of(optimized: &Outcome) -> Vec<String> {
+        let mut all = crate::compiler::named::approximations(&optimized.config);
+        if optimized.passes_fired.iter().any(|p| p == "WeightBiasQuantization") {
+            all.push("weight_bias".to_string());
+        }
+        all
     }
 
     /// Where `case`'s values contradict the shapes ONNX shape inference gives them (see
