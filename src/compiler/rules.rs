@@ -67,6 +67,20 @@ pub fn instances(pass: &str) -> [String; 2] {
     [base.to_string(), format!("{base}{EP_INSTANCE_SUFFIX}")]
 }
 
+/// `passes` with the provider instances ORT is known to run them under too ([`KNOWN_EP_INSTANCES`]): the names a
+/// user disables them by (disabling `TransposeOptimizer` alone leaves its second instance running).
+pub fn with_known_instances(passes: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for p in passes {
+        for n in instances(p) {
+            if (n == *p || KNOWN_EP_INSTANCES.contains(&n.as_str())) && !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,6 +90,11 @@ mod tests {
         assert_eq!(canonical("TransposeOptimizer_CPUExecutionProvider"), "TransposeOptimizer");
         assert_eq!(canonical("TransposeOptimizer"), "TransposeOptimizer");
         assert_eq!(instances("TransposeOptimizer_CPUExecutionProvider"), instances("TransposeOptimizer"));
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            with_known_instances(&names(&["TransposeOptimizer", "ConvBNFusion"])),
+            names(&["TransposeOptimizer", "TransposeOptimizer_CPUExecutionProvider", "ConvBNFusion"])
+        );
         assert_eq!(canonical(EP_INSTANCE_SUFFIX), EP_INSTANCE_SUFFIX);
     }
 

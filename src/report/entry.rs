@@ -141,17 +141,19 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -
     let dequantized: serde_json::Map<String, serde_json::Value> =
         h.dequantized.iter().map(|(o, step)| (index(o).to_string(), (*step).into())).collect();
     let config = crate::compiler::Config::parse(&t.config)?;
+    use crate::compiler::rules::with_known_instances;
     let case = serde_json::json!({
         "target": f.target,
         "symptom": f.symptom.name(),
         "config": t.config,
         "level": config.level.name(),
-        "disabled": config.disabled,
+        // ORT disables a pass by each name it runs under: repro.py's check disables every instance
+        "disabled": if f.target == "ort" { with_known_instances(&config.disabled) } else { config.disabled.clone() },
         // session configuration entries (a named configuration's, e.g. all+gelu_approx), and free-dimension
         // overrides (all+free_dims: add_free_dimension_override_by_name)
         "entries": config.session_entries().collect::<Vec<_>>(),
         "free_dims": config.dim_overrides(),
-        "culprits": t.culprits,
+        "culprits": if f.target == "ort" { with_known_instances(&t.culprits) } else { t.culprits.clone() },
         "threads": config.threads,
         "options": config.options,
         "tolerance": tolerance.for_config(&config).table(),

@@ -13,11 +13,11 @@ use crate::triage::{Finding, Minimized, Triaged};
 use std::fmt::Write as _;
 
 /// The names ORT must be told to disable `passes` under (a transformer that runs a second instance for the
-/// execution provider, seen in the runs, under both names).
+/// execution provider, known or seen in the runs, under both names).
 fn ort_names(passes: &[String], m: &Minimized, levels: &Levels) -> Vec<String> {
     let ran: Vec<&String> = levels.runs.iter().chain(&m.shown).flat_map(|o| &o.passes_ran).collect();
     let mut names: Vec<String> = Vec::new();
-    for p in passes {
+    for p in crate::compiler::rules::with_known_instances(passes).iter() {
         for n in crate::compiler::rules::instances(p) {
             if (n == *p || ran.contains(&&n)) && !names.contains(&n) {
                 names.push(n);
