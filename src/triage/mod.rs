@@ -3,6 +3,7 @@
 //! the bug signature. What it learned is handed to a [`Filer`]: the report floor (`crate::report`) writes the
 //! entry's directory; triage itself writes only the finding's triage.json.
 
+mod all;
 pub mod alongside;
 pub mod behind;
 mod boundary;
@@ -24,6 +25,7 @@ mod requantized;
 pub mod semantic;
 pub mod session;
 
+pub use all::triage_all;
 pub use load::{Finding, RelaxTest};
 pub use reproduce::{crash_kind, Reproducer};
 
@@ -117,41 +119,6 @@ pub trait Filer: Send {
         t: &mut Triaged,
         m: &Minimized,
     ) -> anyhow::Result<(std::path::PathBuf, bool)>;
-}
-
-/// [`triage`], and for a finding that two passes each show on their own an entry for each. The first search
-/// names one of them, whose disabling with the other passes on leaves the symptom (the filing gate makes that
-/// `unattributed`): the finding is then triaged again with it disabled, which names the other, and once more
-/// with the other disabled. Each entry names the other pass in `also_faulty`.
-pub fn triage_all(r: &mut Reproducer, limits: Limits) -> Vec<(Triaged, Minimized)> {
-    let first = triage(r, limits);
-    if first.0.class != Class::Unattributed || first.0.culprits.is_empty() {
-        return vec![first];
-    }
-    let one = first.0.culprits.clone();
-    let mut second = triage_without(r, limits, &one);
-    if second.0.class != Class::Optimizer || second.0.culprits.iter().any(|p| one.contains(p)) {
-        return vec![first];
-    }
-    let two = second.0.culprits.clone();
-    second.0.also_faulty = one.clone();
-    let mut again = triage_without(r, limits, &two);
-    if again.0.class != Class::Optimizer || again.0.culprits != one {
-        return vec![second];
-    }
-    again.0.also_faulty = two;
-    vec![again, second]
-}
-
-/// [`triage`] with `disabled` off in the finding's configuration (and no longer among the passes it fired).
-fn triage_without(r: &mut Reproducer, limits: Limits, disabled: &[String]) -> (Triaged, Minimized) {
-    let (config, fired) = (r.finding.config.clone(), r.finding.fired.clone());
-    r.finding.config.disabled.extend(disabled.iter().cloned());
-    r.finding.fired.retain(|p| !disabled.contains(p));
-    r.keep_class = None;
-    let out = triage(r, limits);
-    (r.finding.config, r.finding.fired) = (config, fired);
-    out
 }
 
 /// Culprits, then reduction, then the signature of one finding.
