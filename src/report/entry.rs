@@ -36,18 +36,23 @@ impl Filer for Entries {
             (None, true) => super::related::Evidence::of(None, &t.detail, known),
             (None, false) => super::related::Evidence::of(Some(&m.case.model), &t.detail, known),
         };
+        let mut joined = false;
         if let Some(sig) = super::related::find(folder, &r.finding.target, r.finding.symptom, t, &ours) {
             let note =
                 format!("filed with {sig}: one root cause, passes {}", super::related::key_passes(t).join(" + "));
             t.dd_note = Some(t.dd_note.take().map_or(note.clone(), |n| format!("{n}; {note}")));
+            joined = sig != t.signature;
             t.signature = sig;
         }
         let tolerance = r.oracle.tolerance;
-        file(folder, r, t, m, &upstream, tolerance)
+        file(folder, r, t, m, &upstream, tolerance, joined)
     }
 }
 
-/// Files a triaged finding under `bugs/<signature>/`; returns the directory and whether the bug is new.
+/// Files a triaged finding under `bugs/<signature>/`; returns the directory and whether the bug is new. A finding
+/// `joined` to an entry of another signature (`related`) represents it only when it shows the same kind of symptom
+/// (a review found a LayerNormFusionL1 type-error entry shown by a smaller finding of its broadcast-scale error,
+/// which both matched one upstream report).
 pub fn file(
     bugs: &Path,
     r: &mut Reproducer,
@@ -55,11 +60,13 @@ pub fn file(
     m: &Minimized,
     upstream: &Upstream,
     tolerance: Tolerance,
+    joined: bool,
 ) -> anyhow::Result<(PathBuf, bool)> {
     let dir = bugs.join(&t.signature);
     if crate::finding::record::exists(&dir) {
         let rec = add_finding(&dir, &r.finding.source)?;
-        if t.confirmed && (!rec.triage.confirmed || t.nodes < rec.triage.nodes) {
+        let may = !joined || same_kind((rec.symptom, &rec.triage.detail), (r.finding.symptom, &t.detail));
+        if t.confirmed && may && (!rec.triage.confirmed || t.nodes < rec.triage.nodes) {
             write(&dir, r, t, m, upstream, tolerance, rec.findings)?;
         }
         super::related::note_culprits(&dir, t)?;
@@ -69,6 +76,12 @@ pub fn file(
     write(&dir, r, t, m, upstream, tolerance, vec![source])?;
     super::related::note_culprits(&dir, t)?;
     Ok((dir, true))
+}
+
+/// Whether two findings show the same kind of symptom: both wrong values, or errors (crashes) of one kind.
+fn same_kind((a, detail_a): (Symptom, &str), (b, detail_b): (Symptom, &str)) -> bool {
+    let kind = crate::finding::signature::error_kind;
+    a == b && (a == Symptom::Inconsistency || kind(detail_a) == kind(detail_b))
 }
 
 /// Writes a bug directory (every file atomically, bug.json last); the report's results per level are measured
@@ -182,4 +195,27 @@ pub fn repro_py(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -
         return Ok(format!("#!/usr/bin/env python3\n{runner}\n# --- the reproducer ---\n{body}"));
     }
     Ok(script)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A finding joined to an entry of another signature may represent it only with the same kind of symptom.
+    #[test]
+    fn a_joined_finding_represents_an_entry_only_with_its_kind_of_symptom() {
+        let bound = "Type Error: Type parameter (T) of Optype (LayerNormalization) bound to different types \
+            (tensor(float) and tensor(float16) in node (p1_mul/LayerNormFusion/).";
+        let bound_too = "Type Error: Type parameter (T) of Optype (LayerNormalization) bound to different types \
+            (tensor(float) and tensor(double) in node (p7_mul/LayerNormFusion/).";
+        let scale =
+            "Non-zero status code returned while running LayerNormalization node. Name:'p2_mul/LayerNormFusion/' \
+            Status Message: Scale and (optional) bias must match X.shape[axis:] or be NumPy-broadcastable to it.";
+        let e = Symptom::Error;
+        assert!(same_kind((e, bound), (e, bound_too)));
+        assert!(!same_kind((e, bound), (e, scale)));
+        assert!(!same_kind((e, bound), (Symptom::Inconsistency, "output 'y'[0]: expected 1, got 2")));
+        let wrong = Symptom::Inconsistency;
+        assert!(same_kind((wrong, "output 'a'[0]: expected 1, got 2"), (wrong, "output 'b'[3]: expected 0, got 5")));
+    }
 }
