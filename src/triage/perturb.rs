@@ -35,8 +35,8 @@ pub fn runs(r: &mut Reproducer, case: &Case, variants: bool, approximations: &[S
     let Some(s) = r.semantic.as_mut().filter(|_| r.finding.relax.is_none()) else { return Vec::new() };
     let half = variants && super::holds::has_half_floats(&case.model);
     if !can_perturb(&case.model, &case.feeds, &fixed) {
-        // nothing moves (a quantized op reads it all): the model widened still shows how far skipping its 16-bit
-        // roundings moves the result (a fused kernel may skip some of them)
+        // nothing moves (no arithmetic; a rounding boundary reads every given float): the model widened still shows
+        // how far skipping its 16-bit roundings moves the result (a fused kernel may skip some of them)
         let widened = half.then(|| s.run_widened(&onnx::encode_model(&case.model), &case.feeds).ok()).flatten();
         return widened.into_iter().collect();
     }
