@@ -376,21 +376,26 @@ APPROXIMATIONS = {
 }
 
 
-def _sqrt2_scaled(graph, value):
-    """Whether `value` is produced by a Div by sqrt(2) or a Mul by 1/sqrt(2) of `graph` (a constant operand)."""
-    consts = {i.name: i for i in graph.initializer}
+def _constants(graph) -> dict:
+    """The values of `graph`'s initializers and Constant nodes (with a `value`), by name, as arrays."""
+    consts = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
     for n in graph.node:
         if n.op_type == "Constant" and n.output:
             for a in n.attribute:
                 if a.name == "value":
-                    consts[n.output[0]] = a.t
+                    consts[n.output[0]] = numpy_helper.to_array(a.t)
+    return consts
+
+
+def _sqrt2_scaled(graph, value):
+    """Whether `value` is produced by a Div by sqrt(2) or a Mul by 1/sqrt(2) of `graph` (a constant operand)."""
     producer = next((n for n in graph.node if value in n.output), None)
     if producer is None or producer.op_type not in ("Div", "Mul") or len(producer.input) != 2:
         return False
-    c = consts.get(producer.input[1])
+    c = _constants(graph).get(producer.input[1])
     if c is None:
         return False
-    v = numpy_helper.to_array(c).astype(np.float64).ravel()
+    v = c.astype(np.float64).ravel()
     want = math.sqrt(2.0) if producer.op_type == "Div" else 1.0 / math.sqrt(2.0)
     return v.size == 1 and abs(v[0] - want) < 1e-5
 
@@ -402,12 +407,7 @@ def _gelu_erf(graph, erf) -> bool:
         return False
     producer = {o: n for n in graph.node for o in n.output}
     x = producer[erf.input[0]].input[0]
-    consts = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
-    for n in graph.node:
-        if n.op_type == "Constant" and n.output:
-            for a in n.attribute:
-                if a.name == "value":
-                    consts[n.output[0]] = numpy_helper.to_array(a.t)
+    consts = _constants(graph)
 
     def one(v):
         c = consts.get(v)

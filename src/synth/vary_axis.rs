@@ -25,11 +25,11 @@ pub(super) fn per_axis(p: &Pattern, tag: u64) -> Option<Pattern> {
     }
     let g = &p.model.graph;
     let types = infer_types(g, false).ok()?;
-    let scalar = |v: &str| g.initializers.get(v).filter(|t| t.dtype.is_float() && t.numel() == 1);
+    let scalar = |v: &str| g.initializers.get(v).is_some_and(|t| t.dtype.is_float() && t.numel() == 1);
     let qdq = |op: &str| matches!(op, "QuantizeLinear" | "DequantizeLinear");
     // (scale, axis, channels): every reader of the scale a default-domain Q or DQ of values with that many channels
     let mut choices: Vec<(String, i64, i64)> = Vec::new();
-    for scale in g.initializers.keys().filter(|s| scalar(s).is_some()) {
+    for scale in g.initializers.keys().filter(|s| scalar(s)) {
         let readers: Vec<_> = g.consumers(scale).into_iter().map(|(id, slot)| (g.node(id), slot)).collect();
         let quantizers = readers.iter().all(|(n, slot)| *slot == 1 && n.op.domain.is_empty() && qdq(&n.op.name));
         if readers.is_empty() || !quantizers {
@@ -53,8 +53,9 @@ pub(super) fn per_axis(p: &Pattern, tag: u64) -> Option<Pattern> {
     let mut q = p.clone();
     let readers: Vec<_> = g.consumers(&scale).into_iter().map(|(id, _)| id).collect();
     // a zero point read by other nodes than the scale's stays shared: it cannot become per-axis alone
-    let zero_points: Vec<String> = readers.iter().filter_map(|&id| g.node(id).inputs.get(2).cloned()).collect();
-    for zp in zero_points.iter().filter(|z| !z.is_empty()) {
+    let zero_points: Vec<String> =
+        readers.iter().filter_map(|&id| g.node(id).inputs.get(2).filter(|z| !z.is_empty()).cloned()).collect();
+    for zp in &zero_points {
         let t = g.initializers.get(zp)?;
         if t.numel() != 1 || g.consumers(zp).iter().any(|(id, _)| !readers.contains(id)) {
             return None;
@@ -66,7 +67,7 @@ pub(super) fn per_axis(p: &Pattern, tag: u64) -> Option<Pattern> {
     let per: Vec<f64> = (0..channels as usize).map(|c| s * factors[c % factors.len()]).collect();
     let dtype = g.initializers[&scale].dtype;
     q.model.graph.initializers.insert(scale.clone(), Tensor::from_f64s(dtype, &[channels as usize], &per));
-    for zp in zero_points.iter().filter(|z| !z.is_empty()) {
+    for zp in &zero_points {
         let t = &g.initializers[zp];
         let v = t.to_f64s()?[0];
         let repeated = vec![v; channels as usize];
