@@ -738,3 +738,28 @@ fn ort_a_finding_no_search_explains_is_triaged_again_as_its_minimized_model() {
     assert_eq!(bug["triage"]["class"], "optimizer", "{bug}");
     assert_eq!(bug["triage"]["culprits"], serde_json::json!(["LayerNormFusionL1"]), "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 251, filed as a Level1_RuleBasedTransformer bug): in a Scan body, MatMul, Reshape,
+/// Transpose, BatchNormalization, the Transpose's output also returned. MatMul_BatchNormalization_Fusion leaves that
+/// body output without a producer, so the Scan returns whatever its buffer held (zeros, NaN, at times the right
+/// values): the rule search could not repeat it. The saved optimized graph shows it on every run.
+#[test]
+fn ort_a_body_output_the_optimized_graph_leaves_undefined_is_decided_on_the_graph() {
+    let bug = reduce_kept("matmul-bn-scan-output-without-producer", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "optimizer", "{bug}");
+    assert_eq!(bug["triage"]["culprits"], serde_json::json!(["MatMul_BatchNormalization_Fusion"]), "{bug}");
+    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("nothing defines"), "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 251, filed with MatMulAddFusion and GemmTransposeFusion both faulty): MatMulAddFusion
+/// makes a Gemm whose C is another MatMul's output; GemmTransposeFusion folds the Gemm's Transpose and moves C
+/// without its edge; EliminateIdentity then renames that output and the Gemm reads a value nothing defines. No
+/// saved graph shows it (saving rebuilds the edges): the pass that leaves stale edges is the faulty one.
+#[test]
+fn ort_of_two_computing_culprits_the_one_leaving_a_stale_edge_is_faulty() {
+    let bug = reduce_kept("gemm-transpose-stale-c-edge", "all").expect("a finding");
+    let enablers = bug["triage"]["enablers"].as_array().unwrap();
+    assert!(enablers.contains(&"MatMulAddFusion".into()), "{bug}");
+    let culprits = bug["triage"]["culprits"].as_array().unwrap();
+    assert!(culprits.contains(&"GemmTransposeFusion".into()) && !enablers.contains(&"GemmTransposeFusion".into()));
+}

@@ -68,8 +68,8 @@ fn details(f: &Finding, t: &Triaged, m: &Minimized, tolerance: Tolerance) -> Str
     if !t.enablers.is_empty() {
         let _ = writeln!(
             s,
-            "- **Enabled by:** {} (each alone yields a correct graph on which the culprits above show the bug: \
-             they only make its pattern appear)",
+            "- **Enabled by:** {} (needed to show the bug but not at fault: they make its pattern appear, or \
+             rewire values and so trip over what the culprits above left)",
             t.enablers.join(" + ")
         );
     }

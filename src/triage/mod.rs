@@ -9,6 +9,7 @@ pub mod behind;
 mod boundary;
 pub mod classify;
 pub mod conditioning;
+mod dangling;
 pub mod dd;
 pub mod enablers;
 pub mod fresh;
