@@ -61,8 +61,11 @@ def _axis_shape(scale, x, axis):
 
 
 def _dequantize(x, scale, zero_point=None, axis=1):
-    zp = 0 if zero_point is None else _axis_shape(zero_point, x, axis).astype(np.float32)
-    return ((x.astype(np.float32) - zp) * _axis_shape(scale, x, axis).astype(np.float32)).astype(np.float32)
+    """In the scale's type, as the schema says (float64 when the model is evaluated in float64)."""
+    scale = np.asarray(scale)
+    wide = np.float64 if scale.dtype == np.float64 else np.float32
+    zp = 0 if zero_point is None else _axis_shape(zero_point, x, axis).astype(wide)
+    return ((x.astype(wide) - zp) * _axis_shape(scale, x, axis).astype(wide)).astype(scale.dtype)
 
 
 def _quantize(x, scale, zero_point=None, axis=1):

@@ -763,3 +763,13 @@ fn ort_of_two_computing_culprits_the_one_leaving_a_stale_edge_is_faulty() {
     let culprits = bug["triage"]["culprits"].as_array().unwrap();
     assert!(culprits.contains(&"GemmTransposeFusion".into()) && !enablers.contains(&"GemmTransposeFusion".into()));
 }
+
+/// ONNX Runtime 1.32.0 (seed 251, filed as a LayerNormFusionL2 bug): a layer normalization of ten equal values, a
+/// graph input expanded, quantized and dequantized by the com.microsoft ops. The exact result is the bias (0); the
+/// fused kernel gives it, the unoptimized run and onnx.reference 1.5e-4 (a rounded mean). The float64 evaluation,
+/// which failed on the contrib DequantizeLinear's float32 result, decides: precision.
+#[test]
+fn ort_an_exact_fused_result_where_the_unoptimized_one_rounds_is_precision() {
+    let bug = reduce_kept("layernorm-of-equal-dequantized-values", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+}

@@ -182,11 +182,11 @@ pub fn classify(
         (Some(du), Some(dopt)) => match clean_deviation(oracle, hints, semantic, unoptimized, optimized) {
             // one output decides: where the reference is clean, a wrong optimized value is wrong whatever the
             // other outputs do (a noisy float16 output beside it made whole models undecided)
-            Some(name) => Classified {
+            Some((name, at)) => Classified {
                 class: Class::Optimizer,
                 note: format!(
                     "at output '{name}' the unoptimized run agrees with onnx.reference and the optimized one does \
-                     not ({dopt}); other outputs deviate in both runs (unoptimized: {du})"
+                     not ({at}); other outputs deviate in both runs (unoptimized: {du})"
                 ),
             },
             None => Classified {
@@ -197,19 +197,23 @@ pub fn classify(
     }
 }
 
-/// The first output (by name) where `unoptimized` agrees with `semantic` and `optimized` does not.
+/// The first output (by name) where `unoptimized` agrees with `semantic` and `optimized` does not, with how
+/// the optimized one deviates there.
 fn clean_deviation(
     oracle: &Oracle,
     hints: &Hints,
     semantic: &Outcome,
     unoptimized: &Outcome,
     optimized: &Outcome,
-) -> Option<String> {
+) -> Option<(String, String)> {
     let named = |o: &Outcome, name: &str| o.outputs.iter().find(|t| t.name == name).cloned();
     semantic.outputs.iter().find_map(|e| {
         let (u, o) = (named(unoptimized, &e.name)?, named(optimized, &e.name)?);
         let one = std::slice::from_ref(e);
-        (same(oracle, hints, one, &[u]) && !same(oracle, hints, one, &[o])).then(|| e.name.clone())
+        if !same(oracle, hints, one, &[u]) {
+            return None;
+        }
+        deviation(oracle, hints, one, &[o]).map(|d| (e.name.clone(), d))
     })
 }
 
@@ -349,6 +353,11 @@ pub fn contract_violation(model: &crate::graph::Model, run: &Outcome) -> Option<
 
 /// Whether two output lists agree under the oracle.
 fn same(oracle: &Oracle, hints: &Hints, a: &[NamedTensor], b: &[NamedTensor]) -> bool {
+    deviation(oracle, hints, a, b).is_none()
+}
+
+/// How outputs `b` deviate from `a` under the oracle, if they do.
+fn deviation(oracle: &Oracle, hints: &Hints, a: &[NamedTensor], b: &[NamedTensor]) -> Option<String> {
     let wrap = |outputs: &[NamedTensor]| Outcome {
         target: String::new(),
         config: Config::level(Level::Disable),
@@ -358,7 +367,7 @@ fn same(oracle: &Oracle, hints: &Hints, a: &[NamedTensor], b: &[NamedTensor]) ->
         passes_ran: Vec::new(),
         time_ms: 0.0,
     };
-    oracle.inconsistency_with(&wrap(a), &wrap(b), hints).is_none()
+    oracle.inconsistency_with(&wrap(a), &wrap(b), hints).map(|v| v.detail)
 }
 
 /// The two runs' outputs with every real float element set to 0 where the semantic value is NaN/±Inf or both
