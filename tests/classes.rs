@@ -773,3 +773,12 @@ fn ort_an_exact_fused_result_where_the_unoptimized_one_rounds_is_precision() {
     let bug = reduce_kept("layernorm-of-equal-dequantized-values", "all").expect("a finding");
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 251, filed as an AttentionFusion bug, "not a bug, borderline" in review): a BERT
+/// attention whose mask input holds 2s and 3s. The fusion assumes a 0/1 mask (`1 - mask` becomes a mask index that
+/// keeps what is non-zero); with 0/1 masks both runs agree exactly. Inputs outside the pass's domain: contract.
+#[test]
+fn ort_an_attention_mask_beyond_zero_and_one_breaks_the_fusions_contract() {
+    let bug = reduce_kept("attention-mask-of-twos-and-threes", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "contract", "{bug}");
+}

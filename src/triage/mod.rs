@@ -11,6 +11,7 @@ pub mod classify;
 pub mod conditioning;
 mod dangling;
 pub mod dd;
+mod domains;
 pub mod enablers;
 pub mod fresh;
 pub mod holds;
@@ -316,7 +317,10 @@ fn class_of(
                 Class::Contract,
                 format!("{why}: the model's values contradict the shapes ONNX shape inference gives them"),
             ),
-            None => filed(r, case, c, reference, semantic),
+            None => match domains::violation(case, &c.passes) {
+                Some(why) => (Class::Contract, why),
+                None => filed(r, case, c, reference, semantic),
+            },
         },
         _ => filed(r, case, c, reference, semantic),
     }

@@ -1,0 +1,86 @@
+//! Value domains a pass assumes of what its pattern reads, beyond types and shapes. AttentionFusion folds
+//! `(1 - Cast(mask)) * c` into Attention's `mask_index`, which keeps what is non-zero: it assumes an attention mask
+//! of 0s and 1s (a review called a fused attention over a mask of 2s and 3s no bug, as a maintainer would). A
+//! finding whose faulty passes assume a domain that its inputs leave breaks the pass's contract: class `contract`.
+
+use super::reduce::Case;
+use crate::graph::{Attr, Graph, NamedTensor};
+
+/// How `case`'s inputs leave a value domain one of `faulty` assumes, if they do.
+pub fn violation(case: &Case, faulty: &[String]) -> Option<String> {
+    if !faulty.iter().any(|p| p == "AttentionFusion") {
+        return None;
+    }
+    let g = &case.model.graph;
+    g.node_ids().map(|id| g.node(id)).filter(|n| n.op.name == "Sub" && n.op.domain.is_empty()).find_map(|n| {
+        let one = constant(g, n.inputs.first()?)?;
+        if one.len() != 1 || one[0] != 1.0 {
+            return None;
+        }
+        let input = moved_input(g, n.inputs.get(1)?)?;
+        let values = fed(&case.feeds, &input)?;
+        let outside: Vec<f64> = values.into_iter().filter(|v| *v != 0.0 && *v != 1.0).take(3).collect();
+        (!outside.is_empty()).then(|| {
+            format!(
+                "AttentionFusion assumes an attention mask of 0s and 1s (it keeps what is non-zero), but input \
+                 '{input}', the mask of `1 - mask`, holds {outside:?}: the inputs leave the pass's contract"
+            )
+        })
+    })
+}
+
+/// The values of a constant (an initializer, a Constant node's tensor) as floats.
+fn constant(g: &Graph, value: &str) -> Option<Vec<f64>> {
+    if let Some(t) = g.initializers.get(value) {
+        return t.to_f64s();
+    }
+    let n = g.node(g.producer(value)?.node);
+    match (n.op.name.as_str(), n.attrs.get("value")) {
+        ("Constant", Some(Attr::Tensor(t))) => t.to_f64s(),
+        _ => None,
+    }
+}
+
+/// The graph input `value` is, or is moved or cast from (Cast, Reshape, Unsqueeze, ...).
+fn moved_input(g: &Graph, value: &str) -> Option<String> {
+    if g.inputs.iter().any(|i| i == value) {
+        return Some(value.to_string());
+    }
+    let n = g.node(g.producer(value)?.node);
+    let moves = super::holds::MOVES.contains(&n.op.name.as_str()) || n.op.name == "Cast";
+    if !moves || !n.op.domain.is_empty() {
+        return None;
+    }
+    moved_input(g, n.inputs.first()?)
+}
+
+fn fed(feeds: &[NamedTensor], name: &str) -> Option<Vec<f64>> {
+    feeds.iter().find(|t| t.name == name)?.tensor.to_f64s()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{DType, Model, Node, OpId, Tensor, TensorType};
+
+    fn case(mask: &[i64]) -> Case {
+        let mut g = Graph::new("g");
+        g.add_input("mask", TensorType::new(DType::I64, &[mask.len()]));
+        g.add_initializer("one", Tensor::from_f32(&[], &[1.0]));
+        let cast =
+            Node::new("c", OpId::onnx("Cast"), vec!["mask".into()], vec!["m".into()]).with_attr("to", Attr::Int(1));
+        g.add_node(cast).unwrap();
+        g.add_node(Node::new("s", OpId::onnx("Sub"), vec!["one".into(), "m".into()], vec!["y".into()])).unwrap();
+        g.add_output("y", TensorType::new(DType::F32, &[mask.len()]));
+        let feeds = vec![NamedTensor { name: "mask".into(), tensor: Tensor::from_i64(&[mask.len()], mask) }];
+        Case { model: Model::new(g), feeds }
+    }
+
+    #[test]
+    fn a_mask_beyond_zero_and_one_breaks_attention_fusions_contract() {
+        let faulty = ["AttentionFusion".to_string()];
+        assert!(violation(&case(&[1, 2, 3]), &faulty).is_some_and(|w| w.contains("[2.0, 3.0]")));
+        assert_eq!(violation(&case(&[0, 1, 1]), &faulty), None);
+        assert_eq!(violation(&case(&[1, 2, 3]), &["SkipLayerNormFusion".to_string()]), None);
+    }
+}
