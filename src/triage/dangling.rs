@@ -9,15 +9,6 @@ use crate::compiler::{Config, Level, Outcome};
 use crate::graph::GraphError;
 use crate::oracle::Symptom;
 
-/// Whether a finding's symptom is a dangling value, and where its runs save their optimized graphs.
-#[derive(Default)]
-pub struct Dangling {
-    /// Asked once, on the finding's own model and configuration.
-    asked: Option<bool>,
-    dir: Option<tempfile::TempDir>,
-    saved: usize,
-}
-
 /// The value `model` (an optimized graph ORT saved) reads, or returns from a body, that nothing defines.
 pub fn undefined(model: &[u8]) -> Option<String> {
     let m = crate::graph::onnx::decode_model(model).ok()?;

@@ -24,6 +24,7 @@ mod reduce_cf;
 pub mod relax;
 mod reproduce;
 mod requantized;
+mod rule_search;
 pub mod semantic;
 pub mod session;
 

@@ -16,7 +16,7 @@ use crate::oracle::{Hints, Oracle, Symptom};
 use std::collections::HashMap;
 
 /// The rewrite rules inside `pass` when it is one of ORT's rule-based containers (else none).
-fn rules_of(pass: &str) -> &'static [&'static str] {
+pub(super) fn rules_of(pass: &str) -> &'static [&'static str] {
     crate::compiler::rules::RULE_CONTAINERS.iter().find(|(c, _)| *c == pass).map_or(&[], |(_, rules)| rules)
 }
 
@@ -26,6 +26,16 @@ pub fn crash_kind(message: &str) -> String {
         Some(rest) => format!("signal {}", rest.split_whitespace().next().unwrap_or_default()),
         None => crate::finding::signature::normalize(message.lines().next().unwrap_or_default()),
     }
+}
+
+/// Whether a finding's symptom is a value its optimized graph reads but nothing defines, and where its runs then
+/// save their optimized graphs (`dangling.rs`).
+#[derive(Default)]
+pub struct Dangling {
+    /// Asked once, on the finding's own model and configuration.
+    pub(super) asked: Option<bool>,
+    pub(super) dir: Option<tempfile::TempDir>,
+    pub(super) saved: usize,
 }
 
 /// How a finding's symptom is recognized in a run, and the runs spent recognizing it.
@@ -41,7 +51,7 @@ pub struct Reproducer<'w> {
     /// [`Self::passes_at_level`] once asked, with the configuration (disabled passes cleared) it was asked for.
     level_passes: Option<(Config, Vec<String>)>,
     /// Whether the finding's symptom is a value its optimized graph reads but nothing defines.
-    pub(super) dangling: super::dangling::Dangling,
+    pub(super) dangling: Dangling,
 }
 
 impl<'w> Reproducer<'w> {
@@ -234,61 +244,6 @@ impl<'w> Reproducer<'w> {
     pub fn raised_in(&self) -> Option<String> {
         let raised = crate::compiler::tvm::raised_in(&self.finding.message);
         raised.filter(|_| self.finding.symptom == Symptom::Error).map(str::to_string)
-    }
-
-    /// A rule-based container (ORT's `Level1_RuleBasedTransformer`, ...) among the culprits stands for ~20
-    /// rewrite rules: delta-debug its rules (the other culprits on, the container's other rules disabled by
-    /// name) and name the ones that explain the symptom. The container stays the culprit only when no set of
-    /// its rules does (the symptom then needs the container itself, or a rule oatest does not know).
-    fn rule_culprits(
-        &mut self,
-        mut c: Culprits,
-        model: &[u8],
-        feeds: &[NamedTensor],
-        reference: Option<&Outcome>,
-    ) -> Culprits {
-        if self.finding.target != "ort" {
-            return c;
-        }
-        let containers: Vec<String> = c.passes.iter().filter(|p| !rules_of(p).is_empty()).cloned().collect();
-        if containers.is_empty() {
-            return c;
-        }
-        for container in containers {
-            let others: Vec<String> = c.passes.iter().filter(|p| **p != container).cloned().collect();
-            let rules: Vec<String> = rules_of(&container).iter().map(|r| r.to_string()).collect();
-            // with none of its rules on, `config_enabling` turns the container itself off
-            let mut search = |tries: usize| {
-                dd::culprits(&rules, &mut |on: &[String]| {
-                    let enabled: Vec<String> = others.iter().chain(on).cloned().collect();
-                    let config = self.config_enabling(&enabled);
-                    let mut probe = Probe::Clean;
-                    for _ in 0..tries {
-                        let o = self.run(model, feeds, &config);
-                        probe = self.classify(&o, reference);
-                        if probe != Probe::Clean {
-                            break;
-                        }
-                    }
-                    probe
-                })
-            };
-            let mut found = search(1);
-            if found.passes.is_empty() {
-                // a rule that leaves an output nothing writes gives whatever its buffer held, at times the expected
-                // value itself: a probe then shows the symptom when any of three runs does
-                let again = search(3);
-                found = Culprits { runs: found.runs + again.runs, ..again };
-            }
-            c.runs += found.runs;
-            if found.passes.is_empty() {
-                let why = found.note.unwrap_or_default();
-                c.note = Some(format!("{container}: no set of its rules explains the symptom ({why})"));
-                continue;
-            }
-            c.passes = others.into_iter().chain(found.passes).collect();
-        }
-        c
     }
 
     fn pass_culprits(&mut self, model: &[u8], feeds: &[NamedTensor], reference: Option<&Outcome>) -> Culprits {
