@@ -471,3 +471,20 @@ fn a_dtype_variant_never_divides_integers_by_a_value_the_pattern_computes() {
     }
     assert!(varied > 0, "no float variant either");
 }
+
+#[test]
+fn a_dtype_variant_keeps_each_node_within_its_opsets_schema() {
+    use super::vary::Variation;
+    // at opset 12 Relu takes floats only (integers since 14): a variant there stays float, at 20 it may not
+    let mut old = pattern(t(DType::F32, &[2, 3]));
+    old.model.opsets.insert(String::new(), 12);
+    let mut seen: std::collections::HashMap<i64, Vec<DType>> = Default::default();
+    for (opset, p) in [(12, &old), (20, &pattern(t(DType::F32, &[2, 3])))] {
+        for s in 0..400 {
+            let Some(q) = super::vary::retyped(p, s) else { continue };
+            seen.entry(opset).or_default().push(q.model.graph.tensor_type("out").unwrap().dtype);
+        }
+    }
+    assert!(seen[&12].iter().all(|d| d.is_float()), "{:?}", seen[&12]);
+    assert!(seen[&20].iter().any(|d| d.is_int()), "{:?}", seen[&20]);
+}

@@ -267,6 +267,9 @@ mod tests {
             run("Conv", &[x.clone(), w.clone()], &[("auto_pad", Attr::str("VALID")), ("strides", ints(&[2, 2]))], 1)
                 .unwrap();
         assert_eq!(out[0], TensorType::new(F32, &[1, 4, 3, 3]));
+        // ONNX Runtime's CPU Conv has no kernel for dilations with a SAME auto_pad
+        let same_dilated = [("auto_pad", Attr::str("SAME_LOWER")), ("dilations", ints(&[2, 2]))];
+        assert!(run("Conv", &[x.clone(), w.clone()], &same_dilated, 1).is_err());
     }
 
     #[test]

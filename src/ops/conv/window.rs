@@ -67,6 +67,10 @@ pub(super) fn window(op: &str, attrs: &Attrs, k: usize, w_kernel: Option<&[usize
     if auto_pad != AutoPad::NotSet && pads.as_ref().is_some_and(|p| p.iter().any(|&x| x != 0)) {
         reject!("{op} cannot take explicit pads together with auto_pad");
     }
+    // ONNX Runtime's CPU kernels: "Dilation not supported for AutoPadType::SAME_UPPER or AutoPadType::SAME_LOWER"
+    if matches!(auto_pad, AutoPad::SameUpper | AutoPad::SameLower) && dilations.iter().any(|&d| d != 1) {
+        reject!("{op}: dilations with a SAME auto_pad have no ONNX Runtime CPU kernel");
+    }
     Ok(Window { kernel, strides, dilations, pads: pads.unwrap_or_else(|| vec![0; 2 * k]), auto_pad })
 }
 
