@@ -45,6 +45,22 @@ def _path_to_quantize(graph, node) -> bool:
         current = readers[0]
 
 
+# What QDQPropagationTransformer moves a DequantizeLinear past (its CanNodePropagate, ORT 1.32): when it fired too,
+# the pass sees a DequantizeLinear reached through them as the node's own input.
+_PROPAGATED = ("MaxPool", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Slice")
+
+
+def _dequantized(graph, producer, value):
+    """The DequantizeLinear that gives `value`, directly or through ops QDQ propagation moves it past (each read
+    once), else None."""
+    node = producer.get(value)
+    while node is not None and node.op_type in _PROPAGATED and node.domain in ("", "ai.onnx"):
+        if sum(node.output[0] in n.input for n in graph.node) != 1:
+            return None
+        node = producer.get(node.input[0])
+    return node if node is not None and node.op_type == "DequantizeLinear" else None
+
+
 def _rewrite(graph) -> None:
     inits = {i.name: i for i in graph.initializer}
     producer = {o: n for n in graph.node for o in n.output}
@@ -58,8 +74,8 @@ def _rewrite(graph) -> None:
             continue
         if len(node.input) < 2:
             continue
-        dq0 = producer.get(node.input[0])
-        if dq0 is None or dq0.op_type != "DequantizeLinear" or not scalar(dq0.input[1]):
+        dq0 = _dequantized(graph, producer, node.input[0])
+        if dq0 is None or not scalar(dq0.input[1]):
             continue
         if not _path_to_quantize(graph, node):
             continue

@@ -125,8 +125,9 @@ fn elements(r: &NamedTensor, o: &NamedTensor, tol: Tolerance, hints: &Hints) -> 
         Some(&p) if rt.dtype.is_float() && super::hints::less_precise(p, rt.dtype) => p,
         _ => rt.dtype,
     };
-    // a dequantized output: one quantization step is this much
-    let step = hints.dequantized.get(&r.name).copied().filter(|_| dtype.is_float());
+    // a dequantized output: one quantization step is this much; levels cast to a float: one
+    let levels = || hints.quantized.contains(&r.name).then_some(1.0);
+    let step = hints.dequantized.get(&r.name).copied().or_else(levels).filter(|_| dtype.is_float());
     Ok(Some(match (values(rt), values(ot)) {
         (Some(Values::Float(rv)), Some(Values::Float(ov))) => rv
             .iter()

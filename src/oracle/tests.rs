@@ -304,6 +304,8 @@ fn quantized_graph() -> crate::graph::Graph {
     g.add_node(node("Reshape", &["y", "shape"], "r")).unwrap();
     g.add_node(node("Identity", &["u"], "plain")).unwrap();
     g.add_node(node("Relu", &["x"], "float")).unwrap();
+    let cast = node("Cast", &["y"], "wide").with_attr("to", crate::graph::Attr::Int(11));
+    g.add_node(cast).unwrap();
     g
 }
 
@@ -346,7 +348,7 @@ fn hints_pass_through_control_flow_bodies() {
 #[test]
 fn quantized_outputs_are_judged_in_quantization_steps() {
     let hints = Hints::of(&quantized_graph());
-    assert_eq!(quantized_outputs(&quantized_graph()), ["r", "y"].map(String::from).into(), "{hints:?}");
+    assert_eq!(quantized_outputs(&quantized_graph()), ["r", "wide", "y"].map(String::from).into(), "{hints:?}");
     assert_eq!(hints.dequantized.get("z"), Some(&0.5));
     let judge = |name: &str, dtype, b: &[f64], hints: &Hints| {
         let (r, o) = (run(Level::Disable, &[(name, dtype, &[100.0, 0.0])]), run(Level::All, &[(name, dtype, b)]));
@@ -370,6 +372,9 @@ fn quantized_outputs_are_judged_in_quantization_steps() {
     assert_eq!(judge("z", DType::F32, &[100.5, 0.0], &Hints::default()).len(), 1);
     assert_eq!(judge("z", DType::F32, &[101.0, 0.0], &hints).len(), 1);
     assert_eq!(judge("float", DType::F32, &[100.5, 0.0], &hints).len(), 1);
+    // levels cast to a float (a fused QLinearSoftmax one level off, cast to float64, in review): one level, not two
+    assert!(judge("wide", DType::F64, &[101.0, 0.0], &hints).is_empty());
+    assert_eq!(judge("wide", DType::F64, &[102.0, 0.0], &hints).len(), 1);
     // more steps allowed by the tolerance
     let lax = Oracle { tolerance: Tolerance { steps: 2, ..Tolerance::default() } };
     let (r, o) = (run(Level::Disable, &[("y", DType::U8, &[100.0])]), run(Level::All, &[("y", DType::U8, &[102.0])]));

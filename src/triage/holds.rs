@@ -104,6 +104,10 @@ pub(super) const MOVES: &[&str] = &[
     "Slice",
     "Concat",
     "Pad",
+    "DepthToSpace",
+    "SpaceToDepth",
+    "Split",
+    "Gather",
 ];
 
 /// Whether `value` is given (a graph input, an initializer) or moved from given values only ([`MOVES`]), or
