@@ -405,7 +405,7 @@ def _sqrt2_scaled(graph, value):
 
 def _gelu_erf(graph, erf) -> bool:
     """Whether Erf node `erf` of `graph` is a Gelu's as GeluFusion matches it: erf(x / sqrt 2), plus 1, times x (x
-    * 0.5 * (1 + erf), or x * (1 + erf) * 0.5)."""
+    * 0.5 * (1 + erf), or x * (1 + erf) * 0.5), each inner value read once."""
     if not _sqrt2_scaled(graph, erf.input[0]):
         return False
     producer = {o: n for n in graph.node for o in n.output}
@@ -416,8 +416,16 @@ def _gelu_erf(graph, erf) -> bool:
         c = consts.get(v)
         return c is not None and c.size == 1 and float(c.ravel()[0]) == 1.0
 
+    outputs = {o.name for o in graph.output}
+
+    def alone(v):
+        # GeluFusion fuses a chain whose inner values each have one reader and are no graph output
+        return v not in outputs and sum(v in n.input for n in graph.node) == 1
+
+    if not alone(erf.input[0]) or not alone(erf.output[0]):
+        return False
     adds = [n.output[0] for n in graph.node if n.op_type == "Add" and erf.output[0] in n.input
-            and any(one(v) for v in n.input if v != erf.output[0])]
+            and any(one(v) for v in n.input if v != erf.output[0]) and alone(n.output[0])]
     for n in graph.node:
         if n.op_type != "Mul" or not any(a in n.input for a in adds):
             continue

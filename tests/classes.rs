@@ -782,3 +782,32 @@ fn ort_an_attention_mask_beyond_zero_and_one_breaks_the_fusions_contract() {
     let bug = reduce_kept("attention-mask-of-twos-and-threes", "all").expect("a finding");
     assert_eq!(bug["triage"]["class"], "contract", "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 257, filed as a SkipLayerNormFusion bug): a layer normalization of values near 170
+/// that a QLinearConv computes from a graph input moved by DepthToSpace, Reshape and Pad. The fused kernel is 1.6
+/// float32 ULPs of the input off, the unoptimized run 0.6: judged against the float64 evaluation (DepthToSpace only
+/// moves given values, so the QLinearConv's levels are given): precision.
+#[test]
+fn ort_a_layer_normalization_of_levels_moved_by_depth_to_space_is_judged_in_float64() {
+    let bug = reduce_kept("skiplayernorm-of-depth-to-space-levels", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 257, filed as a WeightBiasQuantization bug): DequantizeLinear, Reshape, Slice,
+/// Unsqueeze, then a float Gemm and a QuantizeLinear. QDQPropagationTransformer moves the DequantizeLinear to the
+/// Gemm, whose weights WeightBiasQuantization then quantizes by design: the mirror of that pass reaches the
+/// DequantizeLinear through what propagation moves it past: approximated.
+#[test]
+fn ort_weights_quantized_after_a_propagated_dequantize_are_approximated() {
+    let bug = reduce_kept("weight-bias-after-propagated-dequantize", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "approximated", "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 257, filed as a GeluApproximation bug): an Erf-built Gelu divided by another chain's
+/// 1 + erf(x / sqrt 2), which two nodes read. Under the opt-in approximation ORT approximates the fused Gelu only;
+/// GeluFusion leaves the shared chain exact, and so must the approximated reference: approximated.
+#[test]
+fn ort_a_gelu_shaped_chain_read_twice_stays_exact_under_the_approximation() {
+    let bug = reduce_kept("gelu-approximated-beside-a-shared-erf-chain", "all+gelu_approx").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "approximated", "{bug}");
+}

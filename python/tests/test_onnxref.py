@@ -220,12 +220,24 @@ def test_gelu_approximation_evaluates_gelu_and_erf_by_fast_gelus_formula():
     np.testing.assert_allclose(erf_gelu, tanh, atol=1e-6)
     np.testing.assert_allclose(plain_erf, [[math.erf(v) for v in x[0]]], atol=1e-6)
     # so does 1 + erf(x / sqrt 2) that nothing multiplies by x (a review found one after a Gelu's division)
-    graph.node.extend([h.make_node("Erf", ["d"], ["scaled_erf"]), h.make_node("Add", ["scaled_erf", "one"], ["p"])])
+    graph.node.extend([
+        h.make_node("Div", ["x", "root2"], ["d2"]),
+        h.make_node("Erf", ["d2"], ["scaled_erf"]),
+        h.make_node("Add", ["scaled_erf", "one"], ["p"]),
+    ])
     graph.output.append(h.make_tensor_value_info("p", T.FLOAT, [1, 13]))
     m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)])
     _, erf_gelu, _, plus = outputs(("gelu", "erf"))
     np.testing.assert_allclose(erf_gelu, tanh, atol=1e-6)
     np.testing.assert_allclose(plus, [[1 + math.erf(v / math.sqrt(2)) for v in x[0]]], atol=1e-6)
+    # and so does a Gelu-shaped chain whose 1 + erf another node also reads: GeluFusion leaves it (a review found
+    # one divided by, beside a fused Gelu)
+    graph.node.append(h.make_node("Mul", ["x", "p"], ["shaped"]))
+    graph.output.append(h.make_tensor_value_info("shaped", T.FLOAT, [1, 13]))
+    m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)])
+    _, erf_gelu, _, plus, shaped = outputs(("gelu", "erf"))
+    np.testing.assert_allclose(erf_gelu, tanh, atol=1e-6)
+    np.testing.assert_allclose(shaped, x * [[1 + math.erf(v / math.sqrt(2)) for v in x[0]]], atol=1e-5)
 
 
 @pytest.mark.parametrize("opset", [11, 13])
