@@ -811,3 +811,12 @@ fn ort_a_gelu_shaped_chain_read_twice_stays_exact_under_the_approximation() {
     let bug = reduce_kept("gelu-approximated-beside-a-shared-erf-chain", "all+gelu_approx").expect("a finding");
     assert_eq!(bug["triage"]["class"], "approximated", "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 257, filed as an NchwcTransformer bug, "not a bug" in review): a MaxPool whose every
+/// window lies in the padding (width 1, kernel 2, dilation 2, pads 1) gives the lowest float, which a FusedConv
+/// sums to -inf unoptimized and inf - inf in NCHWc order. ONNX specifies no value there: contract.
+#[test]
+fn ort_a_pool_window_wholly_in_the_padding_breaks_the_tests_contract() {
+    let bug = reduce_kept("fusedconv-of-a-maxpool-wholly-in-padding", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "contract", "{bug}");
+}

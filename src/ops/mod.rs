@@ -3,7 +3,7 @@
 
 mod contrib;
 mod control;
-mod conv;
+pub mod conv;
 mod draft;
 mod elementwise;
 mod linalg;

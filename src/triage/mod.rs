@@ -318,7 +318,7 @@ fn class_of(
                 Class::Contract,
                 format!("{why}: the model's values contradict the shapes ONNX shape inference gives them"),
             ),
-            None => match domains::violation(case, &c.passes) {
+            None => match domains::violation(case, &c.passes, r.finding.symptom == Symptom::Inconsistency) {
                 Some(why) => (Class::Contract, why),
                 None => filed(r, case, c, reference, semantic),
             },

@@ -14,6 +14,9 @@ use pool::{GlobalPool, Pool};
 
 use DType::*;
 const CONV_DTYPES: &[DType] = &[F32, F16];
+
+/// How the catalog refuses a pool with a window wholly in the padding (its value unspecified).
+pub const WHOLLY_PADDED: &str = "a window lies wholly in the padding";
 const MAXPOOL_DTYPES: &[DType] = &[F32, F64, F16, I8, U8];
 
 pub fn register(v: &mut Vec<Box<dyn super::OpSpec>>) {

@@ -55,6 +55,11 @@ impl OpSpec for Pool {
         for i in 0..k {
             out.push(win.forward(op, i, xd[i + 2], ceil)?);
         }
+        // a window wholly in the padding has no specified value (MaxPool; AveragePool counting no padding: 0 / 0)
+        let unspecified = self.max || !flag(attrs, op, "count_include_pad")?;
+        if unspecified && (0..k).any(|i| win.wholly_padded(i, xd[i + 2], out[i + 2])) {
+            reject!("{op}: {}, where ONNX specifies no value", super::WHOLLY_PADDED);
+        }
         let y = TensorType::new(x.ty.dtype, &out);
         Ok(if self.max { vec![y.clone(), y.with_dtype(I64)] } else { vec![y] })
     }
@@ -167,6 +172,22 @@ mod tests {
         assert!(
             run("AveragePool", &[x()], &[k, ("auto_pad", Attr::str("VALID")), ("ceil_mode", Attr::Int(1))], 1).is_err()
         );
+    }
+
+    /// A review found a MaxPool over a width of 1 (kernel 2, dilation 2, pads 1) whose every window lies in the
+    /// padding: ORT gives the lowest float there, onnx.reference 0, and a FusedConv of it overflowed.
+    #[test]
+    fn pools_reject_windows_wholly_in_the_padding() {
+        let x = || fact(F32, &[1, 1, 3, 1]);
+        let wide = [("kernel_shape", ints(&[1, 2])), ("dilations", ints(&[1, 2])), ("pads", ints(&[0, 1, 0, 1]))];
+        assert!(run("MaxPool", &[x()], &wide, 1).is_err());
+        // an average of the padding alone is 0 when the padding counts, else 0 / 0
+        assert!(run("AveragePool", &[x()], &wide, 1).is_err());
+        let mut counted = wide.to_vec();
+        counted.push(("count_include_pad", Attr::Int(1)));
+        assert!(run("AveragePool", &[x()], &counted, 1).is_ok());
+        // windows that each reach an input element are fine
+        assert!(run("MaxPool", &[fact(F32, &[1, 1, 3, 3])], &wide, 1).is_ok());
     }
 
     #[test]

@@ -93,6 +93,25 @@ impl Window {
         self.auto_pad == AutoPad::NotSet && span >= 0 && ((span + s - 1) / s) * s >= n + pb
     }
 
+    /// Whether some window along spatial dim `i` (input size `size`, `out` windows) lies wholly in the padding:
+    /// a pool's value there is not specified (ONNX Runtime's MaxPool gives the lowest float, onnx.reference 0).
+    pub(super) fn wholly_padded(&self, i: usize, size: usize, out: usize) -> bool {
+        let (n, s, d, ek) = (size as i128, self.strides[i] as i128, self.dilations[i] as i128, self.effective(i));
+        let begin = match self.auto_pad {
+            AutoPad::NotSet => self.pads[i] as i128,
+            AutoPad::Valid => 0,
+            AutoPad::SameUpper | AutoPad::SameLower => {
+                let total = ((out as i128 - 1) * s + ek - n).max(0);
+                if self.auto_pad == AutoPad::SameUpper {
+                    total / 2
+                } else {
+                    total - total / 2
+                }
+            }
+        };
+        (0..out as i128).any(|o| (0..self.kernel[i] as i128).all(|k| !(0..n).contains(&(o * s - begin + k * d))))
+    }
+
     /// Output size of a forward window (conv or pool) along spatial dim `i` for an input of size `size`.
     pub(super) fn forward(&self, op: &str, i: usize, size: usize, ceil: bool) -> Result<usize, Reject> {
         let (n, s, ek) = (size as i128, self.strides[i] as i128, self.effective(i));
