@@ -820,3 +820,14 @@ fn ort_a_pool_window_wholly_in_the_padding_breaks_the_tests_contract() {
     let bug = reduce_kept("fusedconv-of-a-maxpool-wholly-in-padding", "all").expect("a finding");
     assert_eq!(bug["triage"]["class"], "contract", "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 257, filed with GemmTransposeFusion and PreShapeNodeElimination both faulty): the rule
+/// points a Shape at a Transpose's output without the edge, so GemmTransposeFusion, folding that Transpose into a
+/// Gemm, deletes it as unread. The rewiring pass that leaves the stale edge is the faulty one.
+#[test]
+fn ort_a_rewiring_pass_leaving_a_stale_edge_is_faulty_and_its_victim_an_enabler() {
+    let bug = reduce_kept("preshape-stale-edge-before-gemm-transpose", "all").expect("a finding");
+    assert_eq!(bug["triage"]["enablers"], serde_json::json!(["GemmTransposeFusion"]), "{bug}");
+    let culprits = bug["triage"]["culprits"].as_array().unwrap();
+    assert!(culprits.contains(&"PreShapeNodeElimination".into()), "{bug}");
+}
