@@ -831,3 +831,13 @@ fn ort_a_rewiring_pass_leaving_a_stale_edge_is_faulty_and_its_victim_an_enabler(
     let culprits = bug["triage"]["culprits"].as_array().unwrap();
     assert!(culprits.contains(&"PreShapeNodeElimination".into()), "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 257, filed as a QDQSelectorActionTransformer bug): DequantizeLinear, Softmax,
+/// QuantizeLinear, the levels cast to float64 and read by a Gemm. The fused QLinearSoftmax's table gives 254 where
+/// the exact level is 255 (1.0), and the Gemm amplifies that one level. A quantized kernel is exact to a level: the
+/// perturbed references move each level by one, and so move the result as far: precision.
+#[test]
+fn ort_one_level_of_a_quantized_kernel_amplified_downstream_is_precision() {
+    let bug = reduce_kept("qlinearsoftmax-one-level-through-a-gemm", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+}

@@ -100,12 +100,88 @@ pub fn perturbed(feeds: &[NamedTensor], seed: u64, fixed: &HashSet<String>) -> V
 pub fn perturbed_model(model: &crate::graph::Model, seed: u64, fixed: &HashSet<String>) -> crate::graph::Model {
     let mut moved = model.clone();
     perturb_graph(&mut moved.graph, seed ^ 0x5eed_c0de, fixed);
+    // levels first: the values they add are exact (a float level moved by an ULP would truncate to the one below)
+    let mut exact = exponents(&model.graph);
+    if model.opset() >= 11 {
+        if let Ok((g, levels)) = level_noise(&moved.graph, model.opset(), seed) {
+            moved.graph = g;
+            exact.extend(levels);
+        }
+    }
     if model.opset() >= 7 {
-        if let Ok(g) = round_noise(&moved.graph, model.opset(), seed ^ 0x0dd_ba11, &exponents(&model.graph)) {
+        if let Ok(g) = round_noise(&moved.graph, model.opset(), seed ^ 0x0dd_ba11, &exact) {
             moved.graph = g;
         }
     }
     moved
+}
+
+/// `g` (at ai.onnx `opset`) with the levels each quantizing op of the main graph writes (QuantizeLinear, QLinear*)
+/// moved one level, saturating: all up (perturbation `seed` 1, 4, ...), all down (2, 5, ...), or each element
+/// either way (3, 6, ...; seeded). A quantized kernel is exact to a level only (the oracle's `steps` tolerance),
+/// and a level amplified downstream, a Gemm of the levels, is no wrong rewrite (a review found a fused
+/// QLinearSoftmax's table one level below 255 at exactly 1.0, filed through such a Gemm); moving all levels one way
+/// keeps two quantizations in a row from cancelling.
+/// Also returns the values it adds.
+fn level_noise(
+    g: &crate::graph::Graph,
+    opset: i64,
+    seed: u64,
+) -> anyhow::Result<(crate::graph::Graph, HashSet<String>)> {
+    use crate::graph::{Attr, Node, OpId};
+    let types = crate::ops::infer_types(&crate::ops::since::typed_at(g, opset), false)?;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x1e7e1);
+    let (mut nodes, mut constants, mut budget) = (Vec::new(), Vec::new(), MAX_NOISE_ELEMENTS);
+    let mut added = HashSet::new();
+    for n in g.nodes_in_order()? {
+        let mut n = n.clone();
+        let quantizes = crate::oracle::is_quantizing(&n.op.name) && n.subgraphs().next().is_none();
+        let levels = n.outputs.first().filter(|v| quantizes && !v.is_empty()).cloned();
+        let typed = levels.as_ref().and_then(|v| types.get(v)).and_then(|t| Some((t.dtype, t.dims()?)));
+        let (Some(v), Some((dtype, dims))) = (levels, typed) else {
+            nodes.push(n);
+            continue;
+        };
+        let (lo, hi) = match dtype {
+            DType::I8 => (-128.0, 127.0),
+            DType::U8 => (0.0, 255.0),
+            DType::I16 => (-32768.0, 32767.0),
+            DType::U16 => (0.0, 65535.0),
+            _ => {
+                nodes.push(n);
+                continue;
+            }
+        };
+        let size: usize = dims.iter().product();
+        if size > budget {
+            nodes.push(n);
+            continue;
+        }
+        budget -= size;
+        let shift: Vec<f64> = match seed % 3 {
+            1 => vec![1.0; size],
+            2 => vec![-1.0; size],
+            _ => (0..size).map(|_| if rng.random_bool(0.5) { 1.0 } else { -1.0 }).collect(),
+        };
+        let name = |s: &str| format!("{v}__level_{s}");
+        constants.push((name("shift"), Tensor::from_f64s(DType::F32, &dims, &shift)));
+        constants.push((name("lo"), Tensor::from_f64s(DType::F32, &[], &[lo])));
+        constants.push((name("hi"), Tensor::from_f64s(DType::F32, &[], &[hi])));
+        n.outputs[0] = name("exact");
+        let node = |op: &str, ins: Vec<String>, out: String| Node::new(out.clone(), OpId::onnx(op), ins, vec![out]);
+        let to = |d: DType| Attr::Int(d.onnx() as i64);
+        nodes.push(n);
+        nodes.push(node("Cast", vec![name("exact")], name("float")).with_attr("to", to(DType::F32)));
+        nodes.push(node("Add", vec![name("float"), name("shift")], name("moved")));
+        nodes.push(node("Clip", vec![name("moved"), name("lo"), name("hi")], name("clipped")));
+        added.extend(["exact", "float", "moved", "clipped"].map(name));
+        nodes.push(node("Cast", vec![name("clipped")], v).with_attr("to", to(dtype)));
+    }
+    let mut out = g.with_nodes(nodes)?;
+    for (name, t) in constants {
+        out.add_initializer(&name, t);
+    }
+    Ok((out, added))
 }
 
 /// How many ULPs (relative) an intermediate value of a rounding op moves in [`perturbed_model`], at most.
@@ -272,8 +348,12 @@ mod tests {
             .add_node(Node::new("q", OpId::onnx("QuantizeLinear"), vec!["y".into(), "s".into()], vec!["z".into()]))
             .unwrap();
         let moved_q = perturbed_model(&q, 1, &fixed(&q)).graph;
-        let constants = |g: &Graph| g.initializers.iter().filter(|(n, _)| !n.ends_with("__noise")).count();
+        let added = |n: &String| n.ends_with("__noise") || n.contains("__level_");
+        let constants = |g: &Graph| g.initializers.iter().filter(|(n, _)| !added(n)).count();
         assert_eq!(constants(&moved_q), q.graph.initializers.len());
+        // its levels move by one, all up in the first perturbation, all down in the second
+        let shift = |k: u64| perturbed_model(&q, k, &fixed(&q)).graph.initializers["z__level_shift"].to_f64s();
+        assert_eq!((shift(1), shift(2)), (Some(vec![1.0; 3]), Some(vec![-1.0; 3])));
         for (name, t) in &q.graph.initializers {
             assert_eq!(&moved_q.initializers[name], t, "{name}: given values a quantized op reads stay");
         }

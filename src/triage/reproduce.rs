@@ -120,6 +120,8 @@ impl<'w> Reproducer<'w> {
         } else {
             c
         };
+        // a value quantized twice is collapsed into one Q/DQ pair by design: the model collapsed so tells
+        let c = super::requantized::refine(self, c, case, optimized);
         // at an ill-conditioned input, rounding alone moves the exact result as far: perturbed inputs tell
         let c = match &semantic {
             Ok(truth) if c.class == Class::Optimizer => {
@@ -128,8 +130,6 @@ impl<'w> Reproducer<'w> {
             }
             _ => c,
         };
-        // a value quantized twice is collapsed into one Q/DQ pair by design: the model collapsed so tells
-        let c = super::requantized::refine(self, c, case, optimized);
         // an integer cast of a float on a rounding boundary flips by one: the float values tell
         let c = super::boundary::refine(self, c, case, unoptimized, optimized);
         // a wrong quantized result on x64 may be the fast kernels' documented overflow: ORT's precise mode tells
@@ -429,7 +429,8 @@ impl<'w> Reproducer<'w> {
         }
         let config = if culprits.is_empty() { self.finding.config.clone() } else { self.config_enabling(culprits) };
         let shown = self.run(&model, &case.feeds, &config);
-        if self.classify(&shown, Some(&reference)) != Probe::Symptom {
+        if self.classify(&shown, Some(&reference)) != Probe::Symptom || !self.shown_by_itself(case, &reference, &shown)
+        {
             return None;
         }
         for c in culprits {
@@ -448,6 +449,15 @@ impl<'w> Reproducer<'w> {
             }
         }
         Some((reference, shown))
+    }
+
+    /// Whether `case` shows an inconsistency judged by what its own graph holds: a reduction may read a value past
+    /// an op it dropped, so that an output becomes a dequantized value, one level of which is no finding (a review
+    /// found an entry whose minimized model `oatest run` judged clean).
+    fn shown_by_itself(&self, case: &Case, reference: &Outcome, shown: &Outcome) -> bool {
+        self.finding.symptom != Symptom::Inconsistency
+            || self.dangling_in(shown).is_some()
+            || self.oracle.inconsistency_with(reference, shown, &Hints::of(&case.model.graph)).is_some()
     }
 
     /// Whether the finding's symptom is gone in `o`: it runs clean, or, for an error raised in a pass, it fails in
