@@ -119,6 +119,16 @@ fn an_installed_binary_takes_its_files_from_oatest_home_or_names_the_fix() {
         if let Some(h) = home {
             c.env("OATEST_HOME", h);
         }
+        // a test thread that forks while the copy is still open for writing keeps it "busy" until its child execs
+        // (ETXTBSY, seen once under load): wait that out
+        for _ in 0..50 {
+            match c.output() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                    std::thread::sleep(std::time::Duration::from_millis(100))
+                }
+                o => return o.expect("oatest runs"),
+            }
+        }
         c.output().expect("oatest runs")
     };
     let empty = dir.path().join("empty");
