@@ -116,6 +116,17 @@ pub fn perturbed_model(model: &crate::graph::Model, seed: u64, fixed: &HashSet<S
     moved
 }
 
+/// The levels of an integer type quantization writes, as floats (other types: none).
+fn level_range(d: DType) -> Option<(f64, f64)> {
+    match d {
+        DType::I8 => Some((-128.0, 127.0)),
+        DType::U8 => Some((0.0, 255.0)),
+        DType::I16 => Some((-32768.0, 32767.0)),
+        DType::U16 => Some((0.0, 65535.0)),
+        _ => None,
+    }
+}
+
 /// `g` (at ai.onnx `opset`) with the levels each quantizing op of the main graph writes (QuantizeLinear, QLinear*)
 /// moved one level, saturating: all up (perturbation `seed` 1, 4, ...), all down (2, 5, ...), or each element
 /// either way (3, 6, ...; seeded). A quantized kernel is exact to a level only (the oracle's `steps` tolerance),
@@ -138,25 +149,15 @@ fn level_noise(
         let quantizes = crate::oracle::is_quantizing(&n.op.name) && n.subgraphs().next().is_none();
         let levels = n.outputs.first().filter(|v| quantizes && !v.is_empty()).cloned();
         let typed = levels.as_ref().and_then(|v| types.get(v)).and_then(|t| Some((t.dtype, t.dims()?)));
-        let (Some(v), Some((dtype, dims))) = (levels, typed) else {
+        let plan = levels.zip(typed).and_then(|(v, (dtype, dims))| {
+            let (lo, hi) = level_range(dtype)?;
+            let size: usize = dims.iter().product();
+            (size <= budget).then_some((v, dtype, dims, size, lo, hi))
+        });
+        let Some((v, dtype, dims, size, lo, hi)) = plan else {
             nodes.push(n);
             continue;
         };
-        let (lo, hi) = match dtype {
-            DType::I8 => (-128.0, 127.0),
-            DType::U8 => (0.0, 255.0),
-            DType::I16 => (-32768.0, 32767.0),
-            DType::U16 => (0.0, 65535.0),
-            _ => {
-                nodes.push(n);
-                continue;
-            }
-        };
-        let size: usize = dims.iter().product();
-        if size > budget {
-            nodes.push(n);
-            continue;
-        }
         budget -= size;
         let shift: Vec<f64> = match seed % 3 {
             1 => vec![1.0; size],
