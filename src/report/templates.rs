@@ -4,7 +4,8 @@
 
 use super::levels::{ort_level, table, Levels};
 use super::words::{
-    expected_actual, faulty, node_list, recipe, reference_is_right, semantic_words, without_words, Platform,
+    expected_actual, faulty, node_list, ort_schemas_words, recipe, reference_is_right, semantic_words, without_words,
+    Platform,
 };
 use crate::compiler::Config;
 use crate::oracle::{Symptom, Tolerance};
@@ -178,6 +179,9 @@ pub fn ort(f: &Finding, t: &Triaged, m: &Minimized, levels: &Levels, tolerance: 
         },
         responsible(t, "graph optimizer")
     );
+    if let Some(w) = ort_schemas_words(&m.case.model, &t.culprits) {
+        let _ = writeln!(s, "{w}\n");
+    }
     s.push_str(&results(f, t, m, levels, tolerance));
     s.push_str(&ort_ablation(t, m, levels, tolerance));
     s.push_str("\n### To reproduce\n\n");
