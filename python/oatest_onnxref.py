@@ -342,10 +342,22 @@ def _all_nodes(model: onnx.ModelProto):
 _SQRT_2_PI = math.sqrt(2.0 / math.pi)
 
 
+# ULPs the approximations' tanh moves toward +-1 (positive) or away from it: ORT's tanh kernel is exact to a few ULPs
+# (at 8.6 it gives 1 where tanh rounds to 1 - 6e-8; elsewhere 1 - 1.8e-7 for 1 - 6e-8), which decides a Gelu of
+# -5 (-0 or -1.5e-7) and what a Reciprocal makes of it; "tanh_up" and "tanh_down" evaluate both ends
+_TANH_NUDGE = {"tanh_up": 4, "tanh_down": -4}
+_tanh_nudge = 0
+
+
 def _tanh32(x32):
     """tanh of float32 values, correctly rounded to float32: ORT's kernel saturates to exactly +-1 where the rounded
-    value is +-1, while numpy's float32 tanh stops one ULP short (a Gelu of -5.3 then -1.6e-7 instead of -0)."""
-    return np.tanh(x32.astype(np.float64)).astype(np.float32)
+    value is +-1, while numpy's float32 tanh stops one ULP short (a Gelu of -5.3 then -1.6e-7 instead of -0); moved
+    by `_tanh_nudge` ULPs toward +-1 (or away), within [-1, 1]."""
+    t = np.tanh(x32.astype(np.float64)).astype(np.float32)
+    step = np.float32(1.0) if _tanh_nudge > 0 else np.float32(0.0)
+    for _ in range(abs(_tanh_nudge)):
+        t = np.where(t >= 0, np.nextafter(t, step), np.nextafter(t, -step)).astype(np.float32)
+    return np.clip(t, np.float32(-1.0), np.float32(1.0))
 
 
 def _tanh_gelu(x):
@@ -376,6 +388,9 @@ APPROXIMATIONS = {
     "erf": [_approximating("GeluErf", _APPROX, _tanh_erf)],
     # WeightBiasQuantization's int8 weights and int32 biases: a model rewrite (oatest_weight_bias), no op of its own
     "weight_bias": [],
+    # the approximations' tanh at either end of its kernel's accuracy (`_TANH_NUDGE`), with "gelu" or "erf"
+    "tanh_up": [],
+    "tanh_down": [],
 }
 
 
@@ -647,6 +662,8 @@ def run(
                     import oatest_weight_bias
 
                     model = oatest_weight_bias.quantized_weights(model)
+                global _tanh_nudge
+                _tanh_nudge = sum(_TANH_NUDGE.get(a, 0) for a in approximate)
                 evaluator = ReferenceEvaluator(model, new_ops=_ops(approximate) + _older_forms(model))
                 if check_shapes:
                     every = evaluator.run(None, feeds, intermediate=True)

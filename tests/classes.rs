@@ -417,7 +417,9 @@ fn ort_an_enabler_is_found_on_the_graph_it_alone_saves() {
 fn ort_a_sign_of_a_float_on_its_boundary_is_judged_by_that_float() {
     let bug = reduce_kept("sign-of-approximated-gelu", "all+gelu_approx").expect("a finding");
     assert_eq!(bug["triage"]["class"], "approximated", "{bug}");
-    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("steps of floats"), "{bug}");
+    // the Sign's element is undetermined within the approximation's tanh ULPs, or judged by the float it reads
+    let note = bug["triage"]["class_note"].as_str().unwrap();
+    assert!(note.contains("steps of floats") || note.contains("approximation gelu"), "{bug}");
 }
 
 /// ONNX Runtime 1.32.0 (seed 127, filed as a GeluApproximation bug): the opt-in approximation makes a Gelu of
@@ -426,6 +428,17 @@ fn ort_a_sign_of_a_float_on_its_boundary_is_judged_by_that_float() {
 #[test]
 fn ort_an_approximation_across_a_singularity_is_approximated() {
     let bug = reduce_kept("pow-of-approximated-gelu", "all+gelu_approx").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "approximated", "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 263, filed as a GeluApproximation bug): `Reciprocal(BiasGelu(x, c))` under
+/// `all+gelu_approx`. At x + c = -5.05 ORT's tanh kernel gives exactly -1 where tanh rounds to 1 - 6e-8, so the
+/// approximated Gelu is -0 (the Reciprocal -inf), the correctly rounded approximation -1.5e-7 (-6.6e6); elsewhere
+/// its tanh is 2 ULPs off. Elements the approximation decides only to its tanh kernel's few ULPs (evaluated at
+/// either end) are not compared; the rest matches it: approximated.
+#[test]
+fn ort_an_approximation_decided_only_within_its_tanh_kernels_ulps_is_approximated() {
+    let bug = reduce_kept("reciprocal-of-a-saturated-tanh-gelu", "all+gelu_approx").expect("a finding");
     assert_eq!(bug["triage"]["class"], "approximated", "{bug}");
 }
 
@@ -503,13 +516,13 @@ fn ort_a_nan_of_zero_over_a_cancelled_mean_is_not_semantics() {
 
 /// ONNX Runtime 1.32.0 (seed 223, filed as a GeluApproximation bug): the reciprocal of a Gelu at -5.1 under
 /// `all+gelu_approx`. The tanh approximation of a Gelu that small is 1 + tanh of about -1, a few ULPs; its
-/// reciprocal is off by 5e6 in any float32 evaluation of the approximation. Perturbed references of the
-/// approximated model spread as far: precision.
+/// reciprocal is off by 5e6 in any float32 evaluation of the approximation. It was precision (perturbed references
+/// of the approximated model spread as far); the approximation evaluated with its tanh a few ULPs either way
+/// leaves that element undetermined, and the rest matches: approximated.
 #[test]
-fn ort_the_reciprocal_of_a_tiny_approximated_gelu_is_precision() {
+fn ort_the_reciprocal_of_a_tiny_approximated_gelu_is_approximated() {
     let bug = reduce_kept("reciprocal-of-approximated-gelu", "all+gelu_approx").expect("a finding");
-    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
-    assert!(bug["triage"]["class_note"].as_str().unwrap().contains("ill-conditioned"), "{bug}");
+    assert_eq!(bug["triage"]["class"], "approximated", "{bug}");
 }
 
 /// ONNX Runtime 1.32.0 (seed 223, filed as an EliminateIdentity bug): a float16 MatMul cast to float32, quantized
@@ -682,11 +695,13 @@ fn ort_a_skipped_float32_rounding_in_a_float64_body_is_precision() {
 
 /// ONNX Runtime 1.32.0 (seed 229, filed as a GeluApproximation bug): a row divided by the mean of its deviations
 /// from its mean, exactly 0 in onnx.reference (-inf), rounding noise in both runs (finite, 4.7e6 and -7.3e7). A
-/// perturbed reference gives finite values there: the infinity is no semantics of the model: precision.
+/// perturbed reference gives finite values there: the infinity is no semantics of the model (it was precision).
+/// The approximation evaluated with its tanh a few ULPs either way moves those elements as far, and the other
+/// output matches the approximation: approximated.
 #[test]
-fn ort_a_finite_value_where_only_exact_arithmetic_divides_by_zero_is_precision() {
+fn ort_a_finite_value_where_only_exact_arithmetic_divides_by_zero_is_no_bug() {
     let bug = reduce_kept("division-by-cancelled-mean-after-approximated-gelu", "all+gelu_approx").expect("a finding");
-    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+    assert_eq!(bug["triage"]["class"], "approximated", "{bug}");
 }
 
 /// ONNX Runtime 1.32.0 (seed 233, filed as an NchwcTransformer bug): a graph input through Relu, QuantizeLinear and

@@ -240,6 +240,30 @@ def test_gelu_approximation_evaluates_gelu_and_erf_by_fast_gelus_formula():
     np.testing.assert_allclose(shaped, x * [[1 + math.erf(v / math.sqrt(2)) for v in x[0]]], atol=1e-5)
 
 
+def test_the_approximations_tanh_moves_by_a_few_ulps_either_way_and_decides_a_tiny_gelu_only_so():
+    """"tanh_up" and "tanh_down" evaluate the approximation with its tanh 4 ULPs toward +-1 and away: a Gelu of -5.05
+    is then -0 (saturated) or a few 1e-7, while a Gelu of 1 moves by no more than rounding."""
+    x = np.array([[-5.046875, 1.0]], np.float32)
+    graph = h.make_graph(
+        [h.make_node("Gelu", ["x"], ["g"], domain="com.microsoft")],
+        "g",
+        [h.make_tensor_value_info("x", T.FLOAT, [1, 2])],
+        [h.make_tensor_value_info("g", T.FLOAT, [1, 2])],
+    )
+    m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)])
+    feeds = [nh.from_array(x, "x").SerializeToString()]
+
+    def gelu(*approximate):
+        r = ref.run(m.SerializeToString(), feeds, False, approximate)
+        assert r["status"] == "ok", r["message"]
+        return nh.to_array(onnx.load_tensor_from_string(r["outputs"][0])).ravel()
+
+    plain, up, down = gelu("gelu"), gelu("gelu", "tanh_up"), gelu("gelu", "tanh_down")
+    assert up[0] == 0 and np.signbit(up[0])
+    assert plain[0] < 0 and down[0] < plain[0]
+    np.testing.assert_allclose([up[1], down[1]], [plain[1], plain[1]], rtol=1e-6)
+
+
 @pytest.mark.parametrize("opset", [11, 13])
 def test_dequantize_linear_before_19_is_evaluated_as_onnx_defines_it(opset):
     # onnx.reference implements DequantizeLinear from version 19 only ("found 19, 21"): a quantized model of an

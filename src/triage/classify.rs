@@ -300,6 +300,16 @@ pub fn refine_by_approximations(
     let mut c = classified;
     for names in (1..=all.len()).map(|k| &all[..k]) {
         if let Some(a) = evaluate(names) {
+            // the elements the approximation decides only to its tanh kernel's few ULPs (a Gelu of -5 is -0 or
+            // -1.5e-7, and a Reciprocal of it -inf or -6.5e6): those of the evaluations at either end that differ
+            let ends = ["tanh_up", "tanh_down"].map(|end| {
+                let with: Vec<String> = names.iter().cloned().chain([end.to_string()]).collect();
+                evaluate(&with)
+            });
+            let a = match ends {
+                [Some(up), Some(down)] => undetermined_as(&a, &up, &down),
+                _ => a,
+            };
             c = refine_approximated(oracle, hints, c, runs, &a, names);
         }
         if c.class != Class::Optimizer {
@@ -373,6 +383,33 @@ fn deviation(oracle: &Oracle, hints: &Hints, a: &[NamedTensor], b: &[NamedTensor
 /// The two runs' outputs with every real float element set to 0 where the semantic value is NaN/±Inf or both
 /// runs are non-finite: what remains is the part of the difference that involves finite values. `None` when
 /// the three runs' outputs do not line up (count, dtype, shape).
+/// `approximated` with each float element where `up` and `down` (evaluations at either end of the approximation's
+/// accuracy) differ by more than 1e-3 of their magnitude, or in finiteness, made NaN: undetermined, which
+/// [`refine_approximated`] leaves out as it does the approximation's own NaN and infinities.
+fn undetermined_as(approximated: &Outcome, up: &Outcome, down: &Outcome) -> Outcome {
+    let mut out = approximated.clone();
+    if up.outputs.len() != out.outputs.len() || down.outputs.len() != out.outputs.len() {
+        return out;
+    }
+    for ((t, u), d) in out.outputs.iter_mut().zip(&up.outputs).zip(&down.outputs) {
+        let same_form = |x: &NamedTensor| x.tensor.dims == t.tensor.dims && x.tensor.dtype == t.tensor.dtype;
+        let real_float = t.tensor.dtype.is_float() && !matches!(t.tensor.dtype, DType::C64 | DType::C128);
+        let (Some(va), Some(vu), Some(vd), true) =
+            (t.tensor.to_f64s(), u.tensor.to_f64s(), d.tensor.to_f64s(), real_float && same_form(u) && same_form(d))
+        else {
+            continue;
+        };
+        let differ = |x: f64, y: f64| {
+            x.is_finite() != y.is_finite() || (x.is_finite() && (x - y).abs() > 1e-3 * x.abs().max(y.abs()))
+        };
+        let v: Vec<f64> =
+            va.iter().zip(vu.iter().zip(&vd)).map(|(&a, (&x, &y))| if differ(x, y) { f64::NAN } else { a }).collect();
+        let dims: Vec<usize> = t.tensor.dims.iter().map(|&k| k.max(0) as usize).collect();
+        t.tensor = Tensor::from_f64s(t.tensor.dtype, &dims, &v);
+    }
+    out
+}
+
 fn finite_parts(
     u: &[NamedTensor],
     o: &[NamedTensor],
