@@ -693,6 +693,16 @@ fn ort_a_skipped_float32_rounding_in_a_float64_body_is_precision() {
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
 }
 
+/// ONNX Runtime 1.32.0 (seed 263, filed as a LayerNormFusionL1 bug): in a Scan body, a layer normalization of a
+/// constant row, the dequantized quantization of an outer Abs of a graph input. The unoptimized run is 2.4e-3 off
+/// (eps 1e-8 amplifies the mean's rounding), the fused kernel exact. A body's outer value was not "given", so the
+/// quantization counted as computing and the float64 evaluation could not judge the output: precision.
+#[test]
+fn ort_a_quantized_outer_value_in_a_body_is_judged_in_float64() {
+    let bug = reduce_kept("layernorm-of-an-outer-quantized-value-in-a-scan", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+}
+
 /// ONNX Runtime 1.32.0 (seed 229, filed as a GeluApproximation bug): a row divided by the mean of its deviations
 /// from its mean, exactly 0 in onnx.reference (-inf), rounding noise in both runs (finite, 4.7e6 and -7.3e7). A
 /// perturbed reference gives finite values there: the infinity is no semantics of the model (it was precision).

@@ -33,48 +33,20 @@ fn is_quantized(n: &crate::graph::Node) -> bool {
 /// branch beside a float one leaves the float outputs comparable with a float64 evaluation).
 pub fn outputs_without_quantized_ops(model: &crate::graph::Model) -> std::collections::HashSet<String> {
     let g = &model.graph;
-    g.outputs
-        .iter()
-        .filter(|o| {
-            let (mut todo, mut seen) = (vec![(*o).clone()], std::collections::HashSet::new());
-            while let Some(v) = todo.pop() {
-                let Some(at) = g.producer(&v) else { continue };
-                if !seen.insert(at.node) {
-                    continue;
-                }
-                let n = g.node(at.node);
-                // a QuantizeLinear (or a dynamic one) of given values (a graph input, an initializer) rounds them as
-                // float32 would: the float64 evaluation moves no rounding boundary there (a ConvMulFusion output
-                // computed from a quantized graph input was left out, and its float16 rounding filed as a bug)
-                let of_given =
-                    matches!(n.op.name.as_str(), "QuantizeLinear" | "DynamicQuantizeLinear" | "DequantizeLinear")
-                        && n.inputs.first().is_some_and(|x| given(g, x, 0));
-                // a quantized op of given levels and parameters computes the same levels in float64 (a layer
-                // normalization of the dequantized QLinearConv output of a graph input: the fused kernel exact)
-                let of_given = of_given || given(g, &v, 0);
-                if computes_quantized(n, at.slot) && !of_given {
-                    return false;
-                }
-                todo.extend(n.reads().iter().cloned());
-            }
-            true
-        })
-        .cloned()
-        .collect()
+    let top = Scope { graph: g, outer: None };
+    g.outputs.iter().filter(|o| !cone_quantized(&top, o)).cloned().collect()
 }
 
-/// Whether output `slot` of node `n` is computed by a quantized op: `n` is one, or a control-flow node whose body
-/// output behind that slot is (a Scan's float output beside a quantized one in its body stays comparable).
-fn computes_quantized(n: &crate::graph::Node, slot: usize) -> bool {
-    let Some(body_output) = n.body_output(slot) else { return is_quantized(n) };
-    n.subgraphs().any(|(_, b)| match b.outputs.get(body_output) {
-        Some(o) => cone_quantized(b, o),
-        None => has_quantized_nodes(b),
-    })
+/// A graph and the scopes around it (a control-flow body reads its enclosing graphs' values by name).
+struct Scope<'a> {
+    graph: &'a crate::graph::Graph,
+    outer: Option<&'a Scope<'a>>,
 }
 
-/// Whether a quantized op of `g` computes `value`, directly or through what it feeds (within `g`).
-fn cone_quantized(g: &crate::graph::Graph, value: &str) -> bool {
+/// Whether a quantized op of `scope`'s graph computes `value`, directly or through what it feeds (within that
+/// graph, bodies included), other than one whose levels a float64 evaluation computes alike.
+fn cone_quantized(scope: &Scope, value: &str) -> bool {
+    let g = scope.graph;
     let (mut todo, mut seen) = (vec![value.to_string()], std::collections::HashSet::new());
     while let Some(v) = todo.pop() {
         let Some(at) = g.producer(&v) else { continue };
@@ -82,12 +54,34 @@ fn cone_quantized(g: &crate::graph::Graph, value: &str) -> bool {
             continue;
         }
         let n = g.node(at.node);
-        if computes_quantized(n, at.slot) {
+        // a QuantizeLinear (or a dynamic one) of given values (a graph input, an initializer) rounds them as
+        // float32 would: the float64 evaluation moves no rounding boundary there (a ConvMulFusion output
+        // computed from a quantized graph input was left out, and its float16 rounding filed as a bug)
+        let of_given = matches!(n.op.name.as_str(), "QuantizeLinear" | "DynamicQuantizeLinear" | "DequantizeLinear")
+            && n.inputs.first().is_some_and(|x| given(scope, x, 0));
+        // a quantized op of given levels and parameters computes the same levels in float64 (a layer
+        // normalization of the dequantized QLinearConv output of a graph input: the fused kernel exact)
+        let of_given = of_given || given(scope, &v, 0);
+        if computes_quantized(scope, n, at.slot) && !of_given {
             return true;
         }
-        todo.extend(n.reads());
+        todo.extend(n.reads().iter().cloned());
     }
     false
+}
+
+/// Whether output `slot` of node `n` (of `scope`'s graph) is computed by a quantized op: `n` is one, or a
+/// control-flow node whose body output behind that slot is (a Scan's float output beside a quantized one in its
+/// body stays comparable; a body's quantization of an outer graph input is one of given values).
+fn computes_quantized(scope: &Scope, n: &crate::graph::Node, slot: usize) -> bool {
+    let Some(body_output) = n.body_output(slot) else { return is_quantized(n) };
+    n.subgraphs().any(|(_, b)| {
+        let inner = Scope { graph: b, outer: Some(scope) };
+        match b.outputs.get(body_output) {
+            Some(o) => cone_quantized(&inner, o),
+            None => has_quantized_nodes(b),
+        }
+    })
 }
 
 /// Ops that move, select or repeat values without computing new ones: what they make of given values is given.
@@ -113,11 +107,15 @@ pub(super) const MOVES: &[&str] = &[
 /// Whether `value` is given (a graph input, an initializer) or moved from given values only ([`MOVES`]), or
 /// quantized or dequantized from them: a quantization of it rounds the same elements in float64 (a reshaped graph
 /// input, dynamically quantized; a quantized graph input requantized to another scale).
-fn given(g: &crate::graph::Graph, value: &str, depth: usize) -> bool {
-    if g.inputs.iter().any(|i| i == value) || g.initializers.contains_key(value) {
+fn given(scope: &Scope, value: &str, depth: usize) -> bool {
+    let g = scope.graph;
+    // a body's own inputs are not: a loop-carried value is what the previous iteration computed
+    if (scope.outer.is_none() && g.inputs.iter().any(|i| i == value)) || g.initializers.contains_key(value) {
         return true;
     }
-    let Some(at) = g.producer(value) else { return false };
+    // a value a body reads from an enclosing graph is given if it is given there (a Scan body's layer
+    // normalization of a quantized outer value was judged computed: its float64 judgement refused)
+    let Some(at) = g.producer(value) else { return scope.outer.is_some_and(|o| given(o, value, depth + 1)) };
     let n = g.node(at.node);
     let moved = MOVES.contains(&n.op.name.as_str()) && n.op.domain.is_empty();
     // what some ops make of given values is the same in a float64 evaluation: a quantized op's levels (a QLinearConv
@@ -130,7 +128,7 @@ fn given(g: &crate::graph::Graph, value: &str, depth: usize) -> bool {
             || (n.op.name == "Cast" && n.attr_int("to").is_some_and(|c| !is_half(DType::from_onnx(c as i32)))));
     depth < 16
         && (moved || exact || matches!(n.op.name.as_str(), "DequantizeLinear" | "QuantizeLinear"))
-        && n.inputs.iter().filter(|i| !i.is_empty()).all(|i| given(g, i, depth + 1))
+        && n.inputs.iter().filter(|i| !i.is_empty()).all(|i| given(scope, i, depth + 1))
 }
 
 /// Float ops whose float result jumps where their input crosses a boundary (Sign at 0, Floor at an integer).
@@ -220,7 +218,7 @@ mod tests {
         let branch = || {
             let mut b = Graph::new("b");
             b.add_initializer("s", crate::graph::Tensor::from_f64s(DType::F32, &[], &[0.5]));
-            b.add_node(Node::new("r", OpId::onnx("Relu"), vec!["x".into()], vec!["f".into()])).unwrap();
+            b.add_node(Node::new("r", OpId::onnx("Exp"), vec!["x".into()], vec!["f".into()])).unwrap();
             let q = Node::new("q", OpId::onnx("QuantizeLinear"), vec!["f".into(), "s".into()], vec!["qf".into()]);
             b.add_node(q).unwrap();
             let dq = Node::new("dq", OpId::onnx("DequantizeLinear"), vec!["qf".into(), "s".into()], vec!["d".into()]);
@@ -240,6 +238,34 @@ mod tests {
         g.add_output("y1", TensorType::new(DType::F32, &[2]));
         let comparable = outputs_without_quantized_ops(&Model::new(g));
         assert!(comparable.contains("y1") && !comparable.contains("y0"), "{comparable:?}");
+    }
+
+    /// A body's quantization of a value its enclosing graph gives (a Relu of a graph input there) is one of given
+    /// values: its output stays comparable, as at the top level (a Scan body's layer normalization of a quantized
+    /// outer value was filed as a bug its float64 judgement could not decide).
+    #[test]
+    fn a_body_quantizing_an_outer_given_value_stays_comparable() {
+        let mut b = Graph::new("b");
+        b.add_initializer("s", crate::graph::Tensor::from_f64s(DType::F32, &[], &[0.5]));
+        let q = Node::new("q", OpId::onnx("QuantizeLinear"), vec!["r".into(), "s".into()], vec!["qr".into()]);
+        b.add_node(q).unwrap();
+        let dq = Node::new("dq", OpId::onnx("DequantizeLinear"), vec!["qr".into(), "s".into()], vec!["d".into()]);
+        b.add_node(dq).unwrap();
+        b.add_output("d", TensorType::new(DType::F32, &[2]));
+        let mut g = Graph::new("g");
+        g.add_input("c", TensorType::new(DType::Bool, &[]));
+        g.add_input("x", TensorType::new(DType::F32, &[2]));
+        g.add_node(Node::new("r", OpId::onnx("Relu"), vec!["x".into()], vec!["r".into()])).unwrap();
+        let node = Node::new("if", OpId::onnx("If"), vec!["c".into()], vec!["y".into()])
+            .with_attr("then_branch", crate::graph::Attr::Graph(Box::new(b.clone())))
+            .with_attr("else_branch", crate::graph::Attr::Graph(Box::new(b)));
+        g.add_node(node).unwrap();
+        g.add_output("y", TensorType::new(DType::F32, &[2]));
+        assert!(outputs_without_quantized_ops(&Model::new(g.clone())).contains("y"));
+        // of a computed outer value (an Exp) it is not
+        g.remove_node(g.producer("r").unwrap().node);
+        g.add_node(Node::new("r", OpId::onnx("Exp"), vec!["x".into()], vec!["r".into()])).unwrap();
+        assert!(outputs_without_quantized_ops(&Model::new(g)).is_empty());
     }
 
     /// A quantized op inside a Loop body makes a quantized model (the review found a Loop body's documented x64
