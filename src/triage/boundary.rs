@@ -47,7 +47,7 @@ pub fn refine(
         let semantic = &mut r.semantic;
         let evaluate =
             |names: &[String]| semantic.as_mut()?.run_approximated(&bytes, &part.feeds, names).ok().map(|a| floats(&a));
-        let refined = super::classify::refine_by_approximations(&r.oracle, &hints, probe, [&u, &o], &all, evaluate);
+        let refined = super::approximated::refine_by_approximations(&r.oracle, &hints, probe, [&u, &o], &all, evaluate);
         if refined.class == Class::Approximated {
             return Classified {
                 class: Class::Approximated,

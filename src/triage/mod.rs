@@ -5,6 +5,7 @@
 
 mod all;
 pub mod alongside;
+mod approximated;
 pub mod behind;
 mod boundary;
 pub mod classify;

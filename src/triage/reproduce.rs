@@ -109,7 +109,7 @@ impl<'w> Reproducer<'w> {
                 let model = onnx::encode_model(&case.model);
                 let evaluate = |names: &[String]| s.run_approximated(&model, &case.feeds, names).ok();
                 let runs = [unoptimized, optimized];
-                classify::refine_by_approximations(&self.oracle, &hints, c, runs, &approximations, evaluate)
+                super::approximated::refine_by_approximations(&self.oracle, &hints, c, runs, &approximations, evaluate)
             }
             _ => c,
         };
