@@ -109,11 +109,16 @@ const FAMILIES: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// How triage says that an optimized graph ORT saved reads a value nothing defines (a wrong result: the value is
+/// whatever its buffer held), followed by the value's name in quotes: the third way of losing a value.
+pub const NOTHING_DEFINES: &str = "the optimized graph reads a value nothing defines";
+
 /// The value a "lost value" error names (a node's input nothing defines, an output nothing produces: the first two
-/// [`FAMILIES`]), when the message names one.
+/// [`FAMILIES`]; or triage's [`NOTHING_DEFINES`] note of a wrong result), when the message names one.
 pub fn lost_value(msg: &str) -> Option<&str> {
     let inner = innermost(msg);
-    if !FAMILIES[..2].iter().any(|(_, forms)| forms.iter().any(|f| inner.contains(f))) {
+    let lost = FAMILIES[..2].iter().any(|(_, forms)| forms.iter().any(|f| inner.contains(f)));
+    if !lost && !inner.contains(NOTHING_DEFINES) {
         return None;
     }
     if let Some(rest) = inner.split("Missing Input: ").nth(1) {

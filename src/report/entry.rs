@@ -33,8 +33,8 @@ impl Filer for Entries {
         let known = upstream.known.as_ref().map(|k| k.link.clone());
         let ours = match (&m.relax, r.finding.target == "tvm") {
             (Some(red), _) => super::related::Evidence::of_module(&red.case.test.script, known),
-            (None, true) => super::related::Evidence::of(None, &t.detail, known),
-            (None, false) => super::related::Evidence::of(Some(&m.case.model), &t.detail, known),
+            (None, true) => super::related::Evidence::of(None, &t.detail, &t.class_note, known),
+            (None, false) => super::related::Evidence::of(Some(&m.case.model), &t.detail, &t.class_note, known),
         };
         let mut joined = false;
         if let Some(sig) = super::related::find(folder, &r.finding.target, r.finding.symptom, t, &ours) {

@@ -25,7 +25,8 @@
 //! layout of `R.stack` in a sum, a reshape, a relu). Two errors of one pass whose modules differ only in main's
 //! last binding (the reader) and share at least one other op are one bug. So are two failures of one pass on values
 //! the minimized models both return and read (an intermediate the pass consumed, lost or wrong: the graph-output
-//! check it skips is one).
+//! check it skips is one). So are two failures each shown only with an enabler beside one pass that leaves a stale
+//! edge (`STALE_EDGES`): the edge it did not move is one bug, whatever the pass following it breaks.
 
 use super::record::BugRecord;
 use crate::finding::signature::error_kind;
@@ -65,9 +66,12 @@ pub struct Evidence {
 }
 
 impl Evidence {
-    /// The evidence of a minimized `model` that fails with `detail`, whose upstream report is `known`.
-    pub fn of(model: Option<&crate::graph::Model>, detail: &str, known: Option<String>) -> Evidence {
-        let lost = crate::finding::signature::lost_value(detail).and_then(|v| producer_op(&model?.graph, v));
+    /// The evidence of a minimized `model` that fails with `detail` (classified with `note`), whose upstream report
+    /// is `known`. A wrong result whose optimized graph reads a value nothing defines lost that value too (the note
+    /// names it): EmbedLayerNormFusion's removed Add, returned from a Scan body, was an entry beside its error.
+    pub fn of(model: Option<&crate::graph::Model>, detail: &str, note: &str, known: Option<String>) -> Evidence {
+        let named = crate::finding::signature::lost_value(detail).or(crate::finding::signature::lost_value(note));
+        let lost = named.and_then(|v| producer_op(&model?.graph, v));
         let failing =
             crate::finding::signature::lost_value(detail).or(crate::finding::signature::deviating_output(detail));
         let returned = match (model, failing) {
@@ -100,7 +104,7 @@ impl Evidence {
             return Evidence::of_module(&script, known);
         }
         let model = crate::graph::onnx::load(&dir.join("model.onnx")).ok();
-        Evidence::of(model.as_ref(), &rec.triage.detail, known)
+        Evidence::of(model.as_ref(), &rec.triage.detail, &rec.triage.class_note, known)
     }
 }
 
@@ -228,7 +232,20 @@ pub fn related(
     // one pass failing on returned intermediates, lost or wrong (MatMul_BatchNormalization_Fusion folding a
     // returned Transpose away, and batch-normalizing a returned Reshape): the check it skips is one
     let both_returned = ours.returned && theirs.returned;
-    same_failure || one_report || same_ops || same_lost || one_value || both_returned
+    // one pass leaving a stale edge that another pass then follows, whatever that other pass breaks (DivMulFusion's
+    // unmoved edge: CastElimination deleting a Cast the Div still reads, an error; MatMul_BatchNormalization_Fusion
+    // folding into a value the Div still reads, a wrong result): the missing edge is one bug
+    let stale = |t: &Triaged| -> Vec<String> {
+        let faulty = t.faulty();
+        let stale = faulty.into_iter().filter(|p| crate::triage::enablers::STALE_EDGES.contains(&p.as_str()));
+        if t.enablers.is_empty() {
+            Vec::new()
+        } else {
+            stale.collect()
+        }
+    };
+    let one_stale_edge = stale(e).iter().any(|p| stale(t).contains(p));
+    same_failure || one_report || same_ops || same_lost || one_value || both_returned || one_stale_edge
 }
 
 /// The signature of an entry in `folder` related to `t`, when there is one (the one with the most findings).
@@ -385,6 +402,28 @@ mod tests {
         let lost = |op: &str| Evidence { lost: Some(op.into()), ..NONE };
         assert!(related(&returned, "ort", Symptom::Error, &read, &lost("Add"), &lost("Add")));
         assert!(!related(&returned, "ort", Symptom::Error, &read, &lost("Gemm"), &lost("Identity")));
+        // one pass's stale edge followed by another pass, an error with one and a wrong value with the other
+        // (DivMulFusion beside CastElimination, and beside MatMul_BatchNormalization_Fusion): one bug; its
+        // integer rewrite shown alone (no enabler) is another
+        let cast = record(triaged(&["CastElimination", "DivMulFusion"], &["CastElimination"], MISSING));
+        let bn =
+            triaged(&["DivMulFusion", "MatMul_BatchNormalization_Fusion"], &["MatMul_BatchNormalization_Fusion"], "o");
+        assert!(related(&cast, "ort", Symptom::Inconsistency, &bn, &NONE, &NONE));
+        let alone = triaged(&["DivMulFusion"], &[], "output 'r'[3]: expected 0, got 1");
+        assert!(!related(&cast, "ort", Symptom::Inconsistency, &alone, &NONE, &NONE));
+        // a wrong result whose optimized graph reads a value nothing defines lost that value (its note names it)
+        let g = {
+            use crate::graph::{DType, Graph, Node, OpId, TensorType};
+            let mut g = Graph::new("g");
+            g.add_input("x", TensorType::new(DType::F32, &[1]));
+            g.add_node(Node::new("a", OpId::onnx("Add"), vec!["x".into(), "x".into()], vec!["sum".into()])).unwrap();
+            g.add_output("sum", TensorType::new(DType::F32, &[1]));
+            crate::graph::Model::new(g)
+        };
+        let note =
+            format!("{} ('sum' is returned): the output holds whatever", crate::finding::signature::NOTHING_DEFINES);
+        let e = Evidence::of(Some(&g), "output 'sum'[0]: expected 2, got 7", &note, None);
+        assert_eq!(e.lost.as_deref(), Some("Add"));
     }
 
     /// A review of TVM campaigns found ExpandMatmulOfSum's missing shape check filed twice, for a broadcast and for
@@ -450,9 +489,9 @@ class Module:
         let m = Model::new(g);
         let lost = "the session was created, but output 't' came back without a value or type information";
         let (error, wrong) =
-            (Evidence::of(Some(&m), lost, None), Evidence::of(Some(&m), "output 't'[1]: expected 1", None));
+            (Evidence::of(Some(&m), lost, "", None), Evidence::of(Some(&m), "output 't'[1]: expected 1", "", None));
         assert!(error.returned && wrong.returned);
-        assert!(!Evidence::of(Some(&m), "output 'r'[1]: expected 1, got 2", None).returned, "a sink");
+        assert!(!Evidence::of(Some(&m), "output 'r'[1]: expected 1, got 2", "", None).returned, "a sink");
         let e = record(triaged(&["MatMul_BatchNormalization_Fusion"], &["ConstantSharing"], lost));
         let t = triaged(&["MatMul_BatchNormalization_Fusion"], &[], "output 'p_reshape_output0'[3]: expected 3.8");
         assert!(related(&e, "ort", Symptom::Inconsistency, &t, &error, &wrong));
@@ -469,8 +508,8 @@ class Module:
         outer.add_output("yr", TensorType::new(DType::F32, &[2]));
         let o = Model::new(outer);
         let lost_in_if = "the session was created, but output 'yt' came back without a value or type information";
-        assert!(Evidence::of(Some(&o), lost_in_if, None).returned);
-        assert!(!Evidence::of(Some(&o), "output 'yr'[1]: expected 1, got 2", None).returned, "a sink");
+        assert!(Evidence::of(Some(&o), lost_in_if, "", None).returned);
+        assert!(!Evidence::of(Some(&o), "output 'yr'[1]: expected 1, got 2", "", None).returned, "a sink");
     }
 
     #[test]
@@ -485,6 +524,7 @@ class Module:
         let e = Evidence::of(
             Some(&m),
             "Invalid model. Node input 'sum' is not a graph input, initializer, or output of a previous node",
+            "",
             None,
         );
         assert_eq!(e.lost.as_deref(), Some("Add"));
@@ -492,6 +532,7 @@ class Module:
             Evidence::of(
                 Some(&m),
                 "Node input 'o' is not a graph input, initializer, or output of a previous node",
+                "",
                 None
             )
             .lost

@@ -68,8 +68,8 @@ impl Reproducer<'_> {
         Some(Classified {
             class: Class::Optimizer,
             note: format!(
-                "the optimized graph reads a value nothing defines ({what}): the output holds whatever its buffer \
-                 held, the expected value only by chance"
+                "{} ({what}): the output holds whatever its buffer held, the expected value only by chance",
+                crate::finding::signature::NOTHING_DEFINES
             ),
         })
     }
