@@ -43,6 +43,7 @@ from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_loop import Loop as _OnnxLoop
+from onnx.reference.ops.op_max_pool import MaxPool as _OnnxMaxPool
 
 _MS = "com.microsoft"
 # the domain of ops that stand for an approximated op where only some of its nodes are approximated
@@ -301,6 +302,40 @@ class GlobalMaxPool(OpRun):
         return (x.max(axis=tuple(range(2, x.ndim)), keepdims=True),)
 
 
+class MaxPool(_OnnxMaxPool):
+    """ONNX MaxPool with explicit pads computed as the spec says (window positions over the padded input, the last
+    starting inside it with ceil_mode); onnx.reference (1.22) sizes the output wrongly for uneven pads (pads [1, 0]
+    over 2 elements with a kernel of 3: "output shape cannot be null", a real QDQ propagation bug left undecided).
+    Indices (a second output) and auto_pad other than NOTSET stay onnx.reference's."""
+
+    def _run(self, x, auto_pad=None, ceil_mode=None, dilations=None, kernel_shape=None, pads=None, **rest):
+        if len(self.onnx_node.output) > 1 or auto_pad not in (None, "NOTSET") or not kernel_shape:
+            return super()._run(x, auto_pad, ceil_mode, dilations, kernel_shape, pads, **rest)
+        n = x.ndim - 2
+        strides = list(rest.get("strides") or [1] * n)
+        dilations = list(dilations or [1] * n)
+        pads = list(pads or [0] * (2 * n))
+        low = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
+        outs, ends = [], []
+        for i in range(n):
+            size, k, d, st = x.shape[2 + i], kernel_shape[i], dilations[i], strides[i]
+            span = size + pads[i] + pads[n + i] - ((k - 1) * d + 1)
+            out = (-(-span // st) if ceil_mode else span // st) + 1
+            if ceil_mode and (out - 1) * st >= size + pads[i]:
+                out -= 1
+            outs.append(out)
+            ends.append(max(pads[n + i], (out - 1) * st + (k - 1) * d + 1 - size - pads[i]))
+        padded = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], ends[i]) for i in range(n)], constant_values=low)
+        y = np.full(x.shape[:2] + tuple(outs), low, dtype=x.dtype)
+        for offset in np.ndindex(*kernel_shape):
+            window = tuple(
+                slice(o * dilations[i], o * dilations[i] + (outs[i] - 1) * strides[i] + 1, strides[i])
+                for i, o in enumerate(offset)
+            )
+            y = np.maximum(y, padded[(slice(None), slice(None)) + window])
+        return (y.astype(x.dtype),)
+
+
 OLDER_FORMS = {"DequantizeLinear": (19, 10)}
 
 
@@ -477,7 +512,7 @@ def _ops(approximate) -> list:
     if unknown:
         raise ValueError(f"unknown approximation {unknown} (known: {sorted(APPROXIMATIONS)})")
     # the evaluator takes the first class of a name: the approximations come first
-    return [cls for a in approximate for cls in APPROXIMATIONS[a]] + CONTRIB_OPS + [Loop, Sum, GlobalMaxPool]
+    return [cls for a in approximate for cls in APPROXIMATIONS[a]] + CONTRIB_OPS + [Loop, Sum, GlobalMaxPool, MaxPool]
 
 
 def version() -> str:

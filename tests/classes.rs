@@ -693,6 +693,16 @@ fn ort_a_skipped_float32_rounding_in_a_float64_body_is_precision() {
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
 }
 
+/// ONNX Runtime 1.32.0 (seed 269, left undecided): QDQ propagation's uint8 QuantizeLinear after an int8
+/// DequantizeLinear zeroes the negative values a MaxPool with pads [1, 0] reads (#27845). onnx.reference could not
+/// size that MaxPool ("output shape cannot be null"): the semantic reference pools as the spec says.
+#[test]
+fn ort_a_maxpool_with_uneven_pads_has_a_semantic_reference() {
+    let bug = reduce_kept("maxpool-uneven-pads-after-int8-dequantize", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "optimizer", "{bug}");
+    assert_eq!(bug["triage"]["culprits"], serde_json::json!(["QDQPropagationTransformer"]), "{bug}");
+}
+
 /// ONNX Runtime 1.32.0 (seed 263, filed as a LayerNormFusionL1 bug): in a Scan body, a layer normalization of a
 /// constant row, the dequantized quantization of an outer Abs of a graph input. The unoptimized run is 2.4e-3 off
 /// (eps 1e-8 amplifies the mean's rounding), the fused kernel exact. A body's outer value was not "given", so the

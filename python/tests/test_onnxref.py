@@ -429,3 +429,31 @@ def test_weight_bias_quantizes_a_float_conv_between_quantized_values_as_ort_does
     r = ref.run(m2.SerializeToString(), feeds, False, ())
     np.testing.assert_array_equal(q, nh.to_array(onnx.load_tensor_from_string(r["outputs"][0])))
     assert not np.array_equal(q, exact_q), "quantizing the weights moves some steps"
+
+
+@pytest.mark.parametrize(
+    "kernel,pads,strides,dilations,ceil,shape",
+    [
+        ([3], [1, 0], [1], [1], 0, (4, 1, 2)),
+        ([3], [1, 0], [1], [1], 1, (4, 1, 5)),
+        ([2, 3], [0, 1, 1, 0], [2, 1], [1, 2], 1, (1, 2, 5, 6)),
+        ([3], [2, 1], [2], [1], 1, (2, 3, 7)),
+    ],
+)
+def test_maxpool_with_uneven_pads_matches_onnxruntime(kernel, pads, strides, dilations, ceil, shape):
+    """onnx.reference sizes an unevenly padded MaxPool wrongly; the reference's own MaxPool follows the spec."""
+    node = h.make_node(
+        "MaxPool", ["x"], ["y"], kernel_shape=kernel, pads=pads, strides=strides, dilations=dilations, ceil_mode=ceil
+    )
+    graph = h.make_graph(
+        [node], "g", [h.make_tensor_value_info("x", T.FLOAT, list(shape))], [h.make_tensor_value_info("y", T.FLOAT, None)]
+    )
+    m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    expected = sess.run(None, {"x": x})[0]
+    r = ref.run(m.SerializeToString(), [nh.from_array(x, "x").SerializeToString()])
+    assert r["status"] == "ok", r["message"]
+    np.testing.assert_array_equal(nh.to_array(onnx.load_tensor_from_string(r["outputs"][0])), expected)
