@@ -94,6 +94,13 @@ const FAMILIES: &[(&str, &[&str])] = &[
             "IsTensor() was false. Trying to get a Tensor, but got: (null)",
         ],
     ),
+    // a QDQ selector fusing Q/DQ pairs whose scale or zero point is per-axis or a 1-element vector into a QLinear
+    // node that takes a scalar only: its type inference or its kernel refuses it (QLinearAveragePool, and the
+    // lookup table of QLinearLeakyRelu and QLinearSigmoid; a review found one missing check filed twice)
+    (
+        "a quantized node given a scale or zero point that is not a scalar",
+        &["Scale and Zero-point must be a scalar", "must be a scalar or 1D tensor of size 1"],
+    ),
     // a rewrite that leaves a node with element types no kernel takes, reported by whichever op holds them (the
     // ONNX QLinearConv, or the com.microsoft one NhwcTransformer made of it), or, for a type its schema refuses, by
     // the type check (LayerNormFusion absorbing a leading Cast of int64 or float64 input: one unchecked Cast; of
@@ -248,6 +255,19 @@ pub fn bug(target: &str, symptom: Symptom, culprits: &[String], config: &str, de
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A review found the QDQ selectors' missing scalar check filed twice: QLinearAveragePool's type inference and
+    /// QLinearLeakyRelu's lookup table refuse a non-scalar scale in their own words.
+    #[test]
+    fn a_non_scalar_quantization_parameter_is_one_error_kind_in_any_quantized_node() {
+        let pool =
+            "Node (n7_AveragePool) Op (QLinearAveragePool) [TypeInferenceError] Scale and Zero-point must be a scalar";
+        let table = "Exception during initialization: /onnxruntime_src/onnxruntime/contrib_ops/cpu/quantization/\
+                     qlinear_lookup_table.cc:48 void f() IsScalarOr1ElementVector(tensor_x_scale) was false. \
+                     QlinearBuildLookupTable : input X_scale must be a scalar or 1D tensor of size 1";
+        assert_eq!(error_kind(pool), error_kind(table));
+        assert_ne!(error_kind(pool), error_kind("Type Error: Type 'tensor(int32)' of input parameter (c4)"));
+    }
 
     #[test]
     fn one_broken_value_is_one_message_wherever_it_sits() {

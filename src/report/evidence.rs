@@ -100,10 +100,17 @@ fn binding_ops(script: &str) -> Vec<String> {
         .collect()
 }
 
-/// The op type of the node of `g` (or of a body in it, however deep) that produces `value`.
+/// The op type of the node of `g` (or of a body in it, however deep) that produces `value`; for an output of a
+/// control-flow node, the op that computes it in a body (not an Identity returning a constant): a fusion removes a
+/// node inside a branch, and the If's output is lost with it (EmbedLayerNormFusion's Add, lost as an If output and
+/// as a node's input, was two entries).
 fn producer_op(g: &crate::graph::Graph, value: &str) -> Option<String> {
     if let Some(at) = g.producer(value) {
-        return Some(g.node(at.node).op.name.clone());
+        let n = g.node(at.node);
+        let inner = n.body_output(at.slot).and_then(|slot| {
+            n.subgraphs().filter_map(|(_, b)| producer_op(b, b.outputs.get(slot)?)).find(|op| op != "Identity")
+        });
+        return Some(inner.unwrap_or_else(|| n.op.name.clone()));
     }
     g.node_ids()
         .flat_map(|id| g.node(id).subgraphs().map(|(_, b)| b).collect::<Vec<_>>())

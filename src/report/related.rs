@@ -426,7 +426,8 @@ class Module:
             )
             .lost
             .as_deref(),
-            Some("If")
+            Some("Add"),
+            "an If output lost with the node that computes it in a branch"
         );
     }
 }
