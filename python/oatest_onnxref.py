@@ -323,6 +323,9 @@ class MaxPool(_OnnxMaxPool):
             out = (-(-span // st) if ceil_mode else span // st) + 1
             if ceil_mode and (out - 1) * st >= size + pads[i]:
                 out -= 1
+            # a window wholly in the padding has no value ONNX specifies: onnx.reference's own answer stays
+            if any(all(not pads[i] <= o * st + j * d < pads[i] + size for j in range(k)) for o in range(out)):
+                return super()._run(x, auto_pad, ceil_mode, dilations, kernel_shape, pads, **rest)
             outs.append(out)
             ends.append(max(pads[n + i], (out - 1) * st + (k - 1) * d + 1 - size - pads[i]))
         padded = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], ends[i]) for i in range(n)], constant_values=low)
