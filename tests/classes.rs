@@ -693,6 +693,16 @@ fn ort_a_skipped_float32_rounding_in_a_float64_body_is_precision() {
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
 }
 
+/// ONNX Runtime 1.32.0 (seed 271, left undecided, a miss in review): LayerNormFusionL2 fuses a layer
+/// normalization whose Pow exponent a grouped ConvTranspose computes (not 2). onnx.reference failed on the grouped
+/// ConvTranspose ("cannot reshape array"); the semantic reference evaluates each group on its own.
+#[test]
+fn ort_a_grouped_conv_transpose_has_a_semantic_reference() {
+    let bug = reduce_kept("layernorm-pow-exponent-from-a-grouped-conv-transpose", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "optimizer", "{bug}");
+    assert_eq!(bug["triage"]["culprits"], serde_json::json!(["LayerNormFusionL2"]), "{bug}");
+}
+
 /// ONNX Runtime 1.32.0 (seed 269, left undecided): QDQ propagation's uint8 QuantizeLinear after an int8
 /// DequantizeLinear zeroes the negative values a MaxPool with pads [1, 0] reads (#27845). onnx.reference could not
 /// size that MaxPool ("output shape cannot be null"): the semantic reference pools as the spec says.

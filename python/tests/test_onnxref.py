@@ -457,3 +457,24 @@ def test_maxpool_with_uneven_pads_matches_onnxruntime(kernel, pads, strides, dil
     r = ref.run(m.SerializeToString(), [nh.from_array(x, "x").SerializeToString()])
     assert r["status"] == "ok", r["message"]
     np.testing.assert_array_equal(nh.to_array(onnx.load_tensor_from_string(r["outputs"][0])), expected)
+
+
+@pytest.mark.parametrize(
+    "group,dilations,x_shape,w_shape",
+    [(2, [2, 2], (1, 4, 4, 3), (4, 1, 2, 2)), (2, [1, 1], (1, 4, 4, 3), (4, 3, 2, 2))],
+)
+def test_conv_transpose_of_several_groups_matches_onnxruntime(group, dilations, x_shape, w_shape):
+    """onnx.reference fails on a grouped ConvTranspose; the reference evaluates each group on its own."""
+    node = h.make_node("ConvTranspose", ["x", "w", "b"], ["y"], group=group, dilations=dilations)
+    m_out = w_shape[1] * group
+    shapes = (("x", x_shape), ("w", w_shape), ("b", [m_out]))
+    inputs = [h.make_tensor_value_info(n, T.FLOAT, list(s)) for n, s in shapes]
+    graph = h.make_graph([node], "g", inputs, [h.make_tensor_value_info("y", T.FLOAT, None)])
+    m = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal(x_shape), "w": rng.standard_normal(w_shape), "b": rng.standard_normal(m_out)}
+    feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
+    expected = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    r = ref.run(m.SerializeToString(), [nh.from_array(v, k).SerializeToString() for k, v in feeds.items()])
+    assert r["status"] == "ok", r["message"]
+    np.testing.assert_allclose(nh.to_array(onnx.load_tensor_from_string(r["outputs"][0])), expected, atol=1e-5)
