@@ -125,15 +125,15 @@ pub fn related(
     // unmoved edge: CastElimination deleting a Cast the Div still reads, an error; MatMul_BatchNormalization_Fusion
     // folding into a value the Div still reads, a wrong result): the missing edge is one bug
     let stale = |t: &Triaged| -> Vec<String> {
-        let faulty = t.faulty();
-        let stale = faulty.into_iter().filter(|p| crate::triage::enablers::STALE_EDGES.contains(&p.as_str()));
+        let on_stale_edge = |p: &String| crate::triage::enablers::STALE_EDGES.contains(&p.as_str());
         if t.enablers.is_empty() {
             Vec::new()
         } else {
-            stale.collect()
+            t.faulty().into_iter().filter(on_stale_edge).collect()
         }
     };
-    let one_stale_edge = stale(e).iter().any(|p| stale(t).contains(p));
+    let (theirs_stale, ours_stale) = (stale(e), stale(t));
+    let one_stale_edge = theirs_stale.iter().any(|p| ours_stale.contains(p));
     same_failure || one_report || same_ops || same_lost || one_value || both_returned || one_stale_edge
 }
 
