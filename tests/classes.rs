@@ -886,3 +886,14 @@ fn ort_one_level_of_a_quantized_kernel_amplified_downstream_is_precision() {
     let bug = reduce_kept("qlinearsoftmax-one-level-through-a-gemm", "all").expect("a finding");
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 277, filed as an NchwcTransformer bug): a MaxPool whose windows hold NaN (a Pow of
+/// negative bases) gives NaN unoptimized, the window's largest number as NchwcMaxPool. ONNX does not say what a max
+/// over NaN is: a review called it no bug. It stays nonfinite.
+#[test]
+fn ort_a_max_over_nan_is_left_open() {
+    let bug = reduce_kept("maxpool-over-nan-after-nchwc", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "nonfinite", "{bug}");
+    let note = bug["triage"]["class_note"].as_str().unwrap_or_default();
+    assert!(note.contains("a max or min over values holding NaN"), "{bug}");
+}

@@ -44,6 +44,32 @@ fn unspecified(case: &Case) -> Option<String> {
         .then(|| format!("the model reads a value ONNX does not specify ({e}): the test breaks its own contract"))
 }
 
+/// Ops whose output ONNX leaves open where what they take a max or min of holds NaN.
+const NAN_OPEN: &[&str] = &["MaxPool", "GlobalMaxPool", "MaxRoiPool", "ReduceMax", "ReduceMin", "Max", "Min"];
+
+/// The outputs of `g` that a max or min over NaN computes ([`NAN_OPEN`], through ops that only move values):
+/// where the model's values give NaN, ONNX does not say what they hold.
+pub fn nan_open(g: &Graph) -> Vec<String> {
+    let of_max = |value: &str| {
+        let mut value = value.to_string();
+        while let Some(p) = g.producer(&value) {
+            let n = g.node(p.node);
+            let op = n.op.name.as_str();
+            if NAN_OPEN.contains(&op) || (n.op.domain == "com.microsoft" && op == "NhwcMaxPool") {
+                return true;
+            }
+            // a Concat's other inputs are not the max's
+            let moves = super::holds::MOVES.contains(&op) && n.op.domain.is_empty() && op != "Concat";
+            match n.inputs.first() {
+                Some(first) if moves && p.slot == 0 => value = first.clone(),
+                _ => return false,
+            }
+        }
+        false
+    };
+    g.outputs.iter().filter(|o| of_max(o)).cloned().collect()
+}
+
 /// The values of a constant (an initializer, a Constant node's tensor) as floats.
 fn constant(g: &Graph, value: &str) -> Option<Vec<f64>> {
     if let Some(t) = g.initializers.get(value) {
@@ -89,6 +115,21 @@ mod tests {
         g.add_output("y", TensorType::new(DType::F32, &[mask.len()]));
         let feeds = vec![NamedTensor { name: "mask".into(), tensor: Tensor::from_i64(&[mask.len()], mask) }];
         Case { model: Model::new(g), feeds }
+    }
+
+    #[test]
+    fn a_max_over_nan_is_left_open() {
+        let mut g = Graph::new("g");
+        g.add_input("x", TensorType::new(DType::F32, &[1, 1, 4]));
+        let pool = Node::new("p", OpId::onnx("MaxPool"), vec!["x".into()], vec!["m".into()])
+            .with_attr("kernel_shape", Attr::Ints(vec![2]));
+        g.add_node(pool).unwrap();
+        g.add_node(Node::new("t", OpId::onnx("Transpose"), vec!["m".into()], vec!["y".into()])).unwrap();
+        g.add_node(Node::new("r", OpId::onnx("Relu"), vec!["m".into()], vec!["z".into()])).unwrap();
+        g.add_output("y", TensorType::new(DType::F32, &[3, 1, 1]));
+        g.add_output("z", TensorType::new(DType::F32, &[1, 1, 3]));
+        g.add_output("x", TensorType::new(DType::F32, &[1, 1, 4]));
+        assert_eq!(nan_open(&g), ["y"]);
     }
 
     #[test]
