@@ -897,3 +897,15 @@ fn ort_a_max_over_nan_is_left_open() {
     let note = bug["triage"]["class_note"].as_str().unwrap_or_default();
     assert!(note.contains("a max or min over values holding NaN"), "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seeds 269 and 277, filed as LayerNormFusionL1 bugs): a value divided by the mean of a layer
+/// normalization's output (2·LN(x) + 1 - [0.99999994, 1]), or by the square root of a variance, that is 0 only
+/// without rounding. onnx.reference and the unoptimized run give -1.4e7 or -3.8e6, the fused kernel inf or NaN;
+/// perturbed references move the divisor across 0 or as near it: rounding at a pole, precision.
+#[test]
+fn ort_an_infinity_or_nan_at_a_pole_of_rounding_noise_is_precision() {
+    for name in ["infinity-over-cancelled-layernorm-mean", "nan-over-cancelled-layernorm-variance"] {
+        let bug = reduce_kept(name, "all").expect("a finding");
+        assert_eq!(bug["triage"]["class"], "precision", "{name}: {bug}");
+    }
+}

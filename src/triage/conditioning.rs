@@ -65,7 +65,7 @@ pub fn refine(
                 // reference's (a division by a mean of deviations that is exactly 0 only without rounding)
                 let alike = |v: f64| v.to_bits() == y.to_bits() || (v.is_nan() && y.is_nan());
                 let fragile = !x.is_finite() && y.is_finite() && others.iter().any(|v| v[i].is_finite());
-                if others.iter().any(|v| alike(v[i])) || fragile {
+                if others.iter().any(|v| alike(v[i])) || fragile || (!y.is_finite() && pole(x, &others, i)) {
                     deviating += 1;
                     worst_ratio = worst_ratio.max(1.0);
                     continue;
@@ -114,6 +114,16 @@ pub fn refine(
             perturbed.len()
         ),
     }
+}
+
+/// Whether rounding moves the reference `x` at element `i` as near a pole as it is: the reciprocals of `perturbed`
+/// references lie as far from x's reciprocal (by [`SPREAD_FACTOR`]) as that is from 0. A division by rounding noise
+/// around 0 (0 within what rounding moves the divisor by; a square root's argument too, beyond which it is NaN)
+/// gives an infinity or a NaN as one more rounding of it (reviews found a value divided by a mean of deviations, 0
+/// only without rounding, or by its square root, filed as LayerNormFusion's bug).
+fn pole(x: f64, perturbed: &[Vec<f64>], i: usize) -> bool {
+    let spread = perturbed.iter().map(|v| (1.0 / v[i] - 1.0 / x).abs()).fold(0.0, f64::max);
+    x != 0.0 && spread > 0.0 && (1.0 / x).abs() <= SPREAD_FACTOR * spread
 }
 
 /// One unit in the last place of `x` in `dtype` (0 for other types).
@@ -432,6 +442,16 @@ mod tests {
         assert_eq!(refine(&oracle, c(), &reference, &optimized, &perturbed).class, Class::Precision);
         let finite = [run(&[2.1e-4, 3.1e-4], DType::F32), run(&[1.5e-4, nan], DType::F32)];
         assert_eq!(refine(&oracle, c(), &reference, &optimized, &finite).class, Class::Optimizer);
+    }
+
+    #[test]
+    fn an_infinity_where_rounding_moves_the_divisor_to_0_is_at_a_pole() {
+        // -1.4e7 = b / 7e-8: perturbed divisors of 1.8e-7 and 5.5e-7 put 0 within reach; 5.0 moved by 1e-7 does not
+        let far = vec![vec![-5.5e6], vec![-1.8e6]];
+        assert!(pole(-1.4e7, &far, 0));
+        assert!(pole(-1.4e7, &[vec![1.8e6]], 0));
+        assert!(!pole(5.0, &[vec![5.0000001], vec![4.9999999]], 0));
+        assert!(!pole(5.0, &[vec![5.0]], 0));
     }
 
     #[test]
