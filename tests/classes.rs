@@ -909,3 +909,13 @@ fn ort_an_infinity_or_nan_at_a_pole_of_rounding_noise_is_precision() {
         assert_eq!(bug["triage"]["class"], "precision", "{name}: {bug}");
     }
 }
+
+/// ONNX Runtime 1.32.0 (seed 269, filed as a ConvMulFusion bug): a float16 Conv and Mul after a QuantizeLinear of a
+/// computed value; the fold rounds the weights once more. A float64 evaluation moves the quantization's boundaries,
+/// so the output was not compared with it; with the levels onnx.reference computes given, the optimized result is
+/// 8.6e-3 off the float64 values, the unoptimized one 6.3e-3: precision.
+#[test]
+fn ort_a_float16_fold_after_a_computed_quantization_is_judged_with_its_levels_given() {
+    let bug = reduce_kept("float16-conv-mul-after-computed-quantize", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+}

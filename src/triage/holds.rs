@@ -20,7 +20,7 @@ fn has_quantized_nodes(g: &crate::graph::Graph) -> bool {
 }
 
 /// A quantized op, or a control-flow node whose bodies hold one.
-fn is_quantized(n: &crate::graph::Node) -> bool {
+pub(super) fn is_quantized(n: &crate::graph::Node) -> bool {
     let op = n.op.name.as_str();
     op.contains("Quantize")
         || op.starts_with("QLinear")

@@ -99,7 +99,63 @@ impl Reproducer<'_> {
         let tol = self.oracle.tolerance;
         let Some(exact) = self.float64(case, once) else { return c };
         let comparable = super::holds::outputs_without_quantized_ops(&case.model);
-        super::conditioning::refine_float64(c, tol, unoptimized, optimized, exact, &comparable, rounding)
+        let c = super::conditioning::refine_float64(c, tol, unoptimized, optimized, exact, &comparable, rounding);
+        if !matches!(c.class, Class::Optimizer | Class::Undecided) {
+            return c;
+        }
+        // outputs a quantized op computes, when the unoptimized run agrees with onnx.reference on them (the same
+        // levels, as far as they show): judged with those levels given as onnx.reference computes them, so that
+        // the float64 evaluation moves no quantization boundary (a float16 ConvMulFusion after a QuantizeLinear)
+        let quantized: Vec<String> = unoptimized
+            .outputs
+            .iter()
+            .zip(&optimized.outputs)
+            .filter(|(u, o)| u.tensor != o.tensor && !comparable.contains(&u.name))
+            .map(|(u, _)| u.name.clone())
+            .collect();
+        let Some(r) = rounding.filter(|_| !quantized.is_empty()) else { return c };
+        let hints = self.hints();
+        if self.oracle.inconsistency_with(&only(unoptimized, &quantized), &only(r, &quantized), &hints).is_some() {
+            return c;
+        }
+        let Some(given) = self.quantized_given(case, &quantized) else { return c };
+        let model = onnx::encode_model(&given.model);
+        let Some(exact) = self.semantic.as_mut().and_then(|s| s.run_float64(&model, &given.feeds).ok()) else {
+            return c;
+        };
+        let comparable = super::holds::outputs_without_quantized_ops(&given.model);
+        let k =
+            super::conditioning::refine_float64(c.clone(), tol, unoptimized, optimized, &exact, &comparable, rounding);
+        if k.class == c.class {
+            return c;
+        }
+        Classified {
+            class: k.class,
+            note: format!("{} (the levels its quantized ops compute given, as onnx.reference computes them)", k.note),
+        }
+    }
+
+    /// `case` with the values that quantized ops of its main graph compute for the outputs `names` given, as
+    /// onnx.reference computes them in the model's types; None when there are none or onnx.reference fails.
+    fn quantized_given(&mut self, case: &Case, names: &[String]) -> Option<Case> {
+        let g = &case.model.graph;
+        let cone = super::holds::behind(g, names.to_vec());
+        let values: Vec<String> = g
+            .node_ids()
+            .map(|id| g.node(id))
+            .filter(|n| super::holds::is_quantized(n) && n.subgraphs().next().is_none())
+            .flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty() && cone.contains(*o)).cloned())
+            .collect();
+        if values.is_empty() {
+            return None;
+        }
+        let mut exposed = case.clone();
+        exposed.model.graph.outputs.retain(|o| !values.contains(o));
+        exposed.model.graph.outputs.extend(values.iter().cloned());
+        let run = self.semantic_run(&exposed).ok()?;
+        let levels: Vec<&crate::compiler::NamedTensor> =
+            run.outputs.iter().filter(|t| values.contains(&t.name)).collect();
+        (levels.len() == values.len()).then(|| give(case, levels))
     }
 
     /// The semantic reference's run of `case` (or why there is none).
@@ -139,9 +195,14 @@ fn only(run: &Outcome, names: &[String]) -> Outcome {
 /// value in `u` (a kernel onnx.reference lacks, a grouped ConvTranspose, before a layer normalization that the
 /// optimizer fused wrongly).
 fn given_agreed(case: &Case, u: &Outcome, names: &[String]) -> Case {
+    give(case, u.outputs.iter().filter(|t| !names.contains(&t.name)).collect())
+}
+
+/// `case` with `values` given: each a new graph input its readers read instead (fed the tensor).
+fn give(case: &Case, values: Vec<&crate::compiler::NamedTensor>) -> Case {
     let mut part = case.clone();
     let g = &mut part.model.graph;
-    for t in u.outputs.iter().filter(|t| !names.contains(&t.name)) {
+    for t in values {
         let readers = g.consumers(&t.name);
         if readers.is_empty() || g.producer(&t.name).is_none() {
             continue;
@@ -154,6 +215,7 @@ fn given_agreed(case: &Case, u: &Outcome, names: &[String]) -> Case {
         }
         part.feeds.push(crate::compiler::NamedTensor { name: given, tensor: t.tensor.clone() });
     }
+    tidy(&mut part);
     part
 }
 

@@ -1,0 +1,1 @@
+B'p1186640_W5_DequantizeLinear_Output_cutJ$=Ü{¾l^>¡°=œnÌ>÷³Ï>*q:¾‰‹¾˜!ÿ=:AÄ=
