@@ -66,7 +66,7 @@ fn ort_ablation(t: &Triaged, m: &Minimized, levels: &Levels, tolerance: Toleranc
         enabled = if t.enablers.is_empty() {
             String::new()
         } else {
-            format!(", whose pattern appears only after {} ran", t.enablers.join(" + "))
+            format!(", shown only with {} on as well, which are not at fault", t.enablers.join(" + "))
         },
         settings = ort_settings(&w.config, &names),
         list = list.join(", "),
@@ -126,7 +126,8 @@ pub(super) fn responsible(t: &Triaged, pass_kind: &str) -> String {
         String::new()
     } else {
         format!(
-            " (its pattern appears only after `{}` ran; that pass alone yields a correct graph)",
+            " (shown only with `{}` on as well, which are not at fault: they make its pattern appear, or follow \
+             what it left behind)",
             t.enablers.join(" + ")
         )
     };
