@@ -174,9 +174,18 @@ pub fn write(
 }
 
 /// Keeps an invalid test (one the reference configuration refused) as `invalid/<test id>/`: the test file,
-/// input_K.pb and reason.txt (the reference's message), so that the seed generator's gaps can be seen.
+/// input_K.pb and reason.txt (the reference's message; for a run that gave outputs, how they break the types the
+/// model declares), so that the seed generator's gaps can be seen.
 pub fn write_invalid(out: &Path, test: &Test, outcomes: &[Outcome]) -> anyhow::Result<()> {
-    let reason = outcomes.first().map(|o| format!("{}: {}\n", o.config, o.status.message())).unwrap_or_default();
+    let why = |o: &Outcome| match (&o.status, test.payload.onnx()) {
+        (crate::compiler::Status::Ok, Some(model)) => {
+            let declared = crate::graph::onnx::declared_outputs(model);
+            crate::oracle::contract::violation(&declared, &o.outputs)
+                .unwrap_or_else(|| "ran, but was judged invalid".into())
+        }
+        _ => o.status.message().to_string(),
+    };
+    let reason = outcomes.first().map(|o| format!("{}: {}\n", o.config, why(o))).unwrap_or_default();
     write_dir_atomic(&out.join("invalid").join(format!("{:08}", test.id)), |tmp| {
         std::fs::write(tmp.join(test.payload.file_name()), test.payload.bytes())?;
         inputs::write(tmp, "input", &test.inputs)?;
@@ -337,5 +346,36 @@ mod tests {
         assert_eq!(m.primary().unwrap().config, "all");
         let back: Meta = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
         assert_eq!(back, m);
+    }
+
+    /// A review of invalid/ found "disable: " and nothing else for tests whose unoptimized run breaks the model's
+    /// declared output shapes (a Range of 0 elements where 3 are declared).
+    #[test]
+    fn an_invalid_test_says_how_it_breaks_its_declared_types() {
+        use crate::graph::{DType, Graph, Model, Node, OpId, Tensor, TensorType};
+        let mut g = Graph::new("g");
+        g.add_input("x", TensorType::new(DType::F32, &[3]));
+        g.add_node(Node::new("n", OpId::onnx("Relu"), vec!["x".into()], vec!["y".into()])).unwrap();
+        g.add_output("y", TensorType::new(DType::F32, &[3]));
+        let model = crate::graph::onnx::encode_model(&Model::new(g));
+        let test = Test {
+            id: 7,
+            payload: crate::case::Payload::Onnx(model),
+            inputs: vec![],
+            origin: "seedgen".into(),
+            target_pass: None,
+            extra: None,
+            variations: vec![],
+        };
+        let mut run = Outcome::failed(
+            &crate::compiler::Config::level(crate::compiler::Level::Disable),
+            crate::compiler::Status::Ok,
+            0.0,
+        );
+        run.outputs = vec![NamedTensor { name: "y".into(), tensor: Tensor::from_f32(&[0], &[]) }];
+        let dir = tempfile::tempdir().unwrap();
+        write_invalid(dir.path(), &test, &[run]).unwrap();
+        let reason = std::fs::read_to_string(dir.path().join("invalid/00000007/reason.txt")).unwrap();
+        assert!(reason.starts_with("disable: the unoptimized run gives output 'y' as float32[0]"), "{reason}");
     }
 }
