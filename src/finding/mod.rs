@@ -175,7 +175,7 @@ pub fn write(
 
 /// Keeps an invalid test (one the reference configuration refused) as `invalid/<test id>/`: the test file,
 /// input_K.pb and reason.txt (the reference's message; for a run that gave outputs, how they break the types the
-/// model declares), so that the seed generator's gaps can be seen.
+/// model declares; the test's variations, if any), so that the seed generator's and variations' gaps can be seen.
 pub fn write_invalid(out: &Path, test: &Test, outcomes: &[Outcome]) -> anyhow::Result<()> {
     let why = |o: &Outcome| match (&o.status, test.payload.onnx()) {
         (crate::compiler::Status::Ok, Some(model)) => {
@@ -185,7 +185,10 @@ pub fn write_invalid(out: &Path, test: &Test, outcomes: &[Outcome]) -> anyhow::R
         }
         _ => o.status.message().to_string(),
     };
-    let reason = outcomes.first().map(|o| format!("{}: {}\n", o.config, why(o))).unwrap_or_default();
+    let mut reason = outcomes.first().map(|o| format!("{}: {}\n", o.config, why(o))).unwrap_or_default();
+    if !test.variations.is_empty() {
+        reason.push_str(&format!("variations: {}\n", test.variations.join(", ")));
+    }
     write_dir_atomic(&out.join("invalid").join(format!("{:08}", test.id)), |tmp| {
         std::fs::write(tmp.join(test.payload.file_name()), test.payload.bytes())?;
         inputs::write(tmp, "input", &test.inputs)?;
@@ -365,7 +368,7 @@ mod tests {
             origin: "seedgen".into(),
             target_pass: None,
             extra: None,
-            variations: vec![],
+            variations: vec!["attr"],
         };
         let mut run = Outcome::failed(
             &crate::compiler::Config::level(crate::compiler::Level::Disable),
@@ -377,5 +380,6 @@ mod tests {
         write_invalid(dir.path(), &test, &[run]).unwrap();
         let reason = std::fs::read_to_string(dir.path().join("invalid/00000007/reason.txt")).unwrap();
         assert!(reason.starts_with("disable: the unoptimized run gives output 'y' as float32[0]"), "{reason}");
+        assert!(reason.ends_with("variations: attr\n"), "{reason}");
     }
 }
