@@ -356,9 +356,11 @@ fn ort_saturation_whose_precise_run_trips_another_bug_is_still_platform() {
 fn ort_outputs_that_each_round_differently_are_precision_together() {
     let bug = reduce_kept("layernorm-outputs-alone", "all").expect("a finding");
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
-    // a DequantizeLinear of the int8 mean, reshaped: steps of a float, judged by the mean (or each output alone)
+    // a DequantizeLinear of the int8 mean, reshaped: steps of a float, judged by the mean (or each output alone, or
+    // by a layer normalization's variance moved as a one-pass kernel rounds it)
     let note = bug["triage"]["class_note"].as_str().unwrap();
-    assert!(note.contains("judged alone") || note.contains("rounding boundary"), "{bug}");
+    let why = ["judged alone", "rounding boundary", "ill-conditioned"];
+    assert!(why.iter().any(|w| note.contains(w)), "{bug}");
 }
 
 /// ONNX Runtime 1.32.0 (seed 89, filed as a ConvBNFusion bug): a float16 Conv and BatchNormalization of constants.
@@ -917,5 +919,15 @@ fn ort_an_infinity_or_nan_at_a_pole_of_rounding_noise_is_precision() {
 #[test]
 fn ort_a_float16_fold_after_a_computed_quantization_is_judged_with_its_levels_given() {
     let bug = reduce_kept("float16-conv-mul-after-computed-quantize", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "precision", "{bug}");
+}
+
+/// ONNX Runtime 1.32.0 (seed 281, filed as a LayerNormFusionL1 bug): a layer normalization of [0.9999272, 1, 1]
+/// (eps 1e-12). ONNX Runtime's LayerNormalization kernel, with no fusion at all, gives the same 1.2e-3 deviation: its
+/// variance is 8e-4 off where the values agree to five digits. A kernel computing the variance in one pass rounds it
+/// relative to the mean square: perturbed that way, onnx.reference moves as far. Precision.
+#[test]
+fn ort_a_layer_normalization_of_values_equal_to_five_digits_is_precision() {
+    let bug = reduce_kept("layernorm-of-values-equal-to-five-digits", "all").expect("a finding");
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
 }

@@ -109,6 +109,9 @@ pub fn perturbed_model(model: &crate::graph::Model, seed: u64, fixed: &HashSet<S
         }
     }
     if model.opset() >= 7 {
+        if let Ok(g) = variance_noise(&moved.graph, model.opset(), seed ^ 0x0a_e1a5) {
+            moved.graph = g;
+        }
         if let Ok(g) = round_noise(&moved.graph, model.opset(), seed ^ 0x0dd_ba11, &exact) {
             moved.graph = g;
         }
@@ -274,6 +277,74 @@ fn round_noise(
     Ok(out)
 }
 
+/// `g` (at ai.onnx `opset`) with each variance its main graph computes two-pass, `ReduceMean((a - ReduceMean(a))^2)`,
+/// moved by up to [`ONE_PASS_ULPS`] units of roundoff of `ReduceMean(a * a)`: a fused layer normalization kernel
+/// may compute it in one pass, `E[a²] - E[a]²` (ONNX Runtime's does), whose rounding is relative to the mean square,
+/// not to the variance. Where the values normalized agree to a few digits, that rounding is the variance's whole
+/// size (a review found LayerNormFusion's kernel 8e-4 off the variance of [0.9999272, 1, 1] filed as its bug).
+fn variance_noise(g: &crate::graph::Graph, opset: i64, seed: u64) -> anyhow::Result<crate::graph::Graph> {
+    use crate::graph::{Node, OpId};
+    let types = crate::ops::infer_types(&crate::ops::since::typed_at(g, opset), false)?;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let (mut nodes, mut noise, mut budget) = (Vec::new(), Vec::new(), MAX_NOISE_ELEMENTS);
+    for n in g.nodes_in_order()? {
+        let mut n = n.clone();
+        let v = n.outputs.first().cloned().unwrap_or_default();
+        let typed = types.get(&v).and_then(|t| Some((epsilon(t.dtype)?, t.dtype, t.dims()?)));
+        let (Some(a), Some((eps, dtype, dims))) = (variance_of(g, &n), typed) else {
+            nodes.push(n);
+            continue;
+        };
+        let size: usize = dims.iter().product();
+        if size > budget {
+            nodes.push(n);
+            continue;
+        }
+        budget -= size;
+        let by: Vec<f64> = (0..size).map(|_| rng.random_range(-1.0..=1.0) * ONE_PASS_ULPS * eps).collect();
+        let name = |what: &str| format!("{v}__one_pass_{what}");
+        let mut square_mean = n.clone();
+        square_mean.name = name("mean_square_node");
+        square_mean.inputs[0] = name("square");
+        square_mean.outputs = vec![name("mean_square")];
+        n.outputs[0] = name("exact");
+        let square = Node::new(name("square_node"), OpId::onnx("Mul"), vec![a.clone(), a], vec![name("square")]);
+        let scaled =
+            Node::new(name("by_node"), OpId::onnx("Mul"), vec![name("mean_square"), name("by")], vec![name("noise")]);
+        let moved = Node::new(name("add_node"), OpId::onnx("Add"), vec![name("exact"), name("noise")], vec![v.clone()]);
+        noise.push((name("by"), Tensor::from_f64s(dtype, &dims, &by)));
+        nodes.extend([n, square, square_mean, scaled, moved]);
+    }
+    let mut out = g.with_nodes(nodes)?;
+    for (name, t) in noise {
+        out.add_initializer(&name, t);
+    }
+    Ok(out)
+}
+
+/// How many units of roundoff of the mean square [`variance_noise`] moves a variance by, at most: a one-pass
+/// variance rounds its two means and their difference.
+const ONE_PASS_ULPS: f64 = 4.0;
+
+/// The values `a` whose variance node `n` computes two-pass: `n` a ReduceMean of `(a - ReduceMean(a))^2` (a Pow of
+/// exponent 2, or a Mul of the difference by itself).
+fn variance_of(g: &crate::graph::Graph, n: &crate::graph::Node) -> Option<String> {
+    let plain = |n: &crate::graph::Node, op: &str| n.op.name == op && n.op.domain.is_empty();
+    let producer = |v: &str| g.producer(v).map(|at| g.node(at.node));
+    if !plain(n, "ReduceMean") {
+        return None;
+    }
+    let squared = producer(n.inputs.first()?)?;
+    let two = |v: &String| g.initializers.get(v).and_then(|t| t.to_f64s()).is_some_and(|x| x == [2.0]);
+    let by_itself = plain(squared, "Mul") && squared.inputs.first() == squared.inputs.get(1);
+    if !(by_itself || (plain(squared, "Pow") && squared.inputs.get(1).is_some_and(two))) {
+        return None;
+    }
+    let sub = producer(squared.inputs.first()?).filter(|s| plain(s, "Sub"))?;
+    let (a, mean) = (sub.inputs.first()?, producer(sub.inputs.get(1)?)?);
+    (plain(mean, "ReduceMean") && mean.inputs.first() == Some(a)).then(|| a.clone())
+}
+
 /// The nodes of `g` whose bodies' constants move: those with a result no rounding boundary reads.
 fn movable_bodies(g: &crate::graph::Graph, fixed: &HashSet<String>) -> Vec<crate::graph::NodeId> {
     let movable =
@@ -319,6 +390,40 @@ pub fn can_perturb(model: &crate::graph::Model, feeds: &[NamedTensor], fixed: &H
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A two-pass variance, `ReduceMean((x - ReduceMean(x))^2)`, is found (with exponent 2, or squared by a Mul),
+    /// and moved by its mean square's roundoff: the model's result moves with it.
+    #[test]
+    fn a_two_pass_variance_moves_as_a_one_pass_kernel_rounds_it() {
+        use crate::graph::{Graph, Model, Node, OpId, TensorType};
+        let variance = |exponent: f64| {
+            let mut g = Graph::new("g");
+            g.add_input("x", TensorType::new(DType::F32, &[1, 3]));
+            g.add_initializer("e", Tensor::from_f64s(DType::F32, &[], &[exponent]));
+            let node = |op: &str, ins: &[&str], out: &str| {
+                Node::new(out, OpId::onnx(op), ins.iter().map(|s| s.to_string()).collect(), vec![out.into()])
+            };
+            for n in [
+                node("ReduceMean", &["x"], "m"),
+                node("Sub", &["x", "m"], "d"),
+                node("Pow", &["d", "e"], "sq"),
+                node("ReduceMean", &["sq"], "v"),
+            ] {
+                g.add_node(n).unwrap();
+            }
+            g.add_output("v", TensorType::new(DType::F32, &[1, 1]));
+            g
+        };
+        let g = variance(2.0);
+        let n = g.node(g.producer("v").unwrap().node);
+        assert_eq!(variance_of(&g, n).as_deref(), Some("x"));
+        let cubed = variance(3.0);
+        assert_eq!(variance_of(&cubed, cubed.node(cubed.producer("v").unwrap().node)), None);
+        let moved = variance_noise(&g, 17, 1).unwrap();
+        let model = Model::new(moved);
+        assert!(crate::ops::infer_types(&model.graph, false).is_ok());
+        assert!(model.graph.node_ids().any(|id| model.graph.node(id).name.ends_with("one_pass_add_node")));
+    }
 
     /// A fold rounds the constants it computes: a float model's initializers move by a few ULPs, never more, and
     /// integers stay; given values a quantized op reads stay (moving a scale moves its rounding boundaries), the sum
