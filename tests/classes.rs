@@ -931,3 +931,15 @@ fn ort_a_layer_normalization_of_values_equal_to_five_digits_is_precision() {
     let bug = reduce_kept("layernorm-of-values-equal-to-five-digits", "all").expect("a finding");
     assert_eq!(bug["triage"]["class"], "precision", "{bug}");
 }
+
+/// ONNX Runtime 1.32.0 (seed 281, filed twice): EmbedLayerNormFusion removes the embedding sum's Add that a Loop body
+/// also returns. The Loop fails as "All scan outputs MUST be tensors", naming no value, so the entry was not joined
+/// to the one where a Reshape reads that Add ("Node input ... is not a graph input"). The saved optimized graph
+/// names it: the note says which value nothing defines, and entries are joined by its producer.
+#[test]
+fn ort_a_loop_output_nothing_produces_is_named_as_the_lost_value() {
+    let bug = reduce_kept("embedlayernorm-add-returned-from-a-loop-body", "all").expect("a finding");
+    assert_eq!(bug["triage"]["class"], "optimizer", "{bug}");
+    let note = bug["triage"]["class_note"].as_str().unwrap_or_default();
+    assert!(note.contains("nothing defines ('p72744_add3_out' is returned)"), "{bug}");
+}

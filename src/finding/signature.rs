@@ -131,6 +131,9 @@ pub fn lost_value(msg: &str) -> Option<&str> {
     if let Some(rest) = inner.split("Missing Input: ").nth(1) {
         return rest.split_whitespace().next();
     }
+    // triage's note names the value after what reads it: "node 'n' reads 'v'", or "'v' is returned"
+    let inner = inner.split(NOTHING_DEFINES).nth(1).unwrap_or(inner);
+    let inner = inner.split(" reads ").nth(1).unwrap_or(inner);
     inner.split('\'').nth(1).filter(|v| !v.is_empty())
 }
 
@@ -284,6 +287,10 @@ mod tests {
         assert_eq!(lost_value(top), Some("p21160_cast_1_output"));
         assert_eq!(lost_value(body), Some("p1404744_add_3"));
         assert_eq!(lost_value("Node (n_1) Op (Gemm) type mismatch"), None);
+        // triage's note: the value, not what reads it
+        let note = format!("shown; {NOTHING_DEFINES} (node 'n_1' reads 'v_2')");
+        assert_eq!(lost_value(&note), Some("v_2"));
+        assert_eq!(lost_value(&format!("shown; {NOTHING_DEFINES} ('v_3' is returned)")), Some("v_3"));
         let kernel = |op: &str, domain: &str| {
             format!(
                 "Failed to find kernel for {op}(1) (node:'q_1' ep:'CPUExecutionProvider'). Op with name (q_1) domain \

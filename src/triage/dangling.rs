@@ -2,12 +2,16 @@
 //! rewired): ORT runs such a graph and returns whatever that value's buffer held, at times the expected value
 //! itself, so the same probe shows the symptom or not by chance. When the finding's own optimized graph has one,
 //! every run of triage saves its optimized graph and a dangling value in it is the symptom, decided on the graph.
+//! An error raised while running may be one too (a body output nothing produces): its entry's note names the value.
 
 use super::classify::{Class, Classified};
 use super::reproduce::Reproducer;
 use crate::compiler::{Config, Level, Outcome};
 use crate::graph::GraphError;
 use crate::oracle::Symptom;
+
+/// How ONNX Runtime's errors raised while running a session begin.
+const RUNNING: &str = "Non-zero status code returned while running ";
 
 /// The value `model` (an optimized graph ORT saved) reads, or returns from a body, that nothing defines.
 pub fn undefined(model: &[u8]) -> Option<String> {
@@ -24,7 +28,7 @@ impl Reproducer<'_> {
     /// optimizes (`None`: run it as it is).
     pub(super) fn saving(&mut self, config: &Config) -> Option<Config> {
         let applies = self.finding.target == "ort"
-            && self.finding.symptom == Symptom::Inconsistency
+            && (self.finding.symptom == Symptom::Inconsistency || self.raised_running())
             && config.level != Level::Disable
             && config.save_optimized.is_none();
         if !applies {
@@ -60,6 +64,23 @@ impl Reproducer<'_> {
 
     fn dangling_at(&self, config: &Config) -> Option<String> {
         undefined(&std::fs::read(config.save_optimized.as_ref()?).ok()?)
+    }
+
+    /// Whether the finding is an error raised while running (its session was made and saved its optimized graph).
+    fn raised_running(&self) -> bool {
+        self.finding.symptom == Symptom::Error && self.finding.message.contains(RUNNING)
+    }
+
+    /// For an error raised while running, what the optimized graph of `case` (under the finding's configuration)
+    /// reads or returns that nothing defines, as a note: a Loop body output a fusion removed fails as "All scan
+    /// outputs MUST be tensors", naming no value (a review found EmbedLayerNormFusion's lost Add filed twice so).
+    pub(super) fn dangling_note(&mut self, case: &super::reduce::Case) -> Option<String> {
+        if !self.raised_running() || self.dangling.asked != Some(true) {
+            return None;
+        }
+        let (model, config) = (self.finding.bytes(case), self.finding.config.clone());
+        let o = self.run(&model, &case.feeds, &config);
+        Some(format!("{} ({})", crate::finding::signature::NOTHING_DEFINES, self.dangling_in(&o)?))
     }
 
     /// `optimized`'s class when its graph has a dangling value: a wrong result whatever the values show.

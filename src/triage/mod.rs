@@ -352,7 +352,13 @@ fn filed(
             ),
         ),
         Some(s) => (s.class, s.note),
-        None => (Class::Optimizer, "the culprit passes alone show it, and disabling any of them cures it".into()),
+        None => {
+            let shown = "the culprit passes alone show it, and disabling any of them cures it";
+            match r.dangling_note(case) {
+                Some(lost) => (Class::Optimizer, format!("{shown}; {lost}")),
+                None => (Class::Optimizer, shown.into()),
+            }
+        }
     }
 }
 
