@@ -236,6 +236,23 @@ status = "fixed in 1.20.0"
         assert!(!k.is_empty());
     }
 
+    /// #27845's uint8 default clamps a DequantizeLinear of any signed integers without a zero point: a review found
+    /// the int32 form (seed 281) labelled new beside #25001's int32 zero point.
+    #[test]
+    fn the_projects_file_knows_a_uint8_default_clamping_int32_values() {
+        let k = KnownBugs::load(&crate::util::project_file(DEFAULT_FILE).unwrap()).unwrap();
+        let pass = vec!["QDQPropagationTransformer".to_string()];
+        fn wrong<'a>(pass: &'a [String], graph: &'a str) -> Facts<'a> {
+            Facts { target: "ort", symptom: Symptom::Inconsistency, faulty: pass, messages: &[], ops: &[], graph }
+        }
+        for dtype in ["int8", "int32"] {
+            let graph = format!("input  x1: {dtype}[3,1,2,1]\nt = DequantizeLinear(x1, c6)\ny = Reshape(t, c4)\n");
+            assert!(k.find(&wrong(&pass, &graph)).unwrap().link.ends_with("/27845"), "{dtype}");
+        }
+        let with_zero_point = "input  x1: int32[3,1,2,1]\nt = DequantizeLinear(x1, c6, z)\ny = Reshape(t, c4)\n";
+        assert!(k.find(&wrong(&pass, with_zero_point)).is_none());
+    }
+
     /// TVM entries are known by the pass that raised and its message (apache/tvm#20197: CombineParallelMatmul on
     /// 1-D operands); the other CombineParallelMatmul failure (a constant LHS) has no upstream report.
     #[test]

@@ -474,7 +474,6 @@ fn a_dtype_variant_never_divides_integers_by_a_value_the_pattern_computes() {
 
 #[test]
 fn a_dtype_variant_keeps_each_node_within_its_opsets_schema() {
-    use super::vary::Variation;
     // at opset 12 Relu takes floats only (integers since 14): a variant there stays float, at 20 it may not
     let mut old = pattern(t(DType::F32, &[2, 3]));
     old.model.opsets.insert(String::new(), 12);
