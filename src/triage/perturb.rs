@@ -102,6 +102,12 @@ pub fn perturbed_model(model: &crate::graph::Model, seed: u64, fixed: &HashSet<S
     perturb_graph(&mut moved.graph, seed ^ 0x5eed_c0de, fixed);
     // levels first: the values they add are exact (a float level moved by an ULP would truncate to the one below)
     let mut exact = exponents(&model.graph);
+    // variances before levels: the catalog types the model as written, not with the levels' noise around it
+    if model.opset() >= 7 {
+        if let Ok(g) = variance_noise(&moved.graph, model.opset(), seed ^ 0x0a_e1a5) {
+            moved.graph = g;
+        }
+    }
     if model.opset() >= 11 {
         if let Ok((g, levels)) = level_noise(&moved.graph, model.opset(), seed) {
             moved.graph = g;
@@ -109,9 +115,6 @@ pub fn perturbed_model(model: &crate::graph::Model, seed: u64, fixed: &HashSet<S
         }
     }
     if model.opset() >= 7 {
-        if let Ok(g) = variance_noise(&moved.graph, model.opset(), seed ^ 0x0a_e1a5) {
-            moved.graph = g;
-        }
         if let Ok(g) = round_noise(&moved.graph, model.opset(), seed ^ 0x0dd_ba11, &exact) {
             moved.graph = g;
         }
@@ -146,7 +149,7 @@ fn level_noise(
     let types = crate::ops::infer_types(&crate::ops::since::typed_at(g, opset), false)?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x1e7e1);
     let (mut nodes, mut constants, mut budget) = (Vec::new(), Vec::new(), MAX_NOISE_ELEMENTS);
-    let mut added = HashSet::new();
+    let (mut added, mut declared) = (HashSet::new(), Vec::new());
     for n in g.nodes_in_order()? {
         let mut n = n.clone();
         let quantizes = crate::oracle::is_quantizing(&n.op.name) && n.subgraphs().next().is_none();
@@ -172,6 +175,8 @@ fn level_noise(
         constants.push((name("lo"), Tensor::from_f64s(DType::F32, &[], &[lo])));
         constants.push((name("hi"), Tensor::from_f64s(DType::F32, &[], &[hi])));
         n.outputs[0] = name("exact");
+        // declared: a quantizing op the catalog types by declarations only (DynamicQuantizeLinear) stays typed
+        declared.push((name("exact"), crate::graph::TensorType::new(dtype, &dims)));
         let node = |op: &str, ins: Vec<String>, out: String| Node::new(out.clone(), OpId::onnx(op), ins, vec![out]);
         let to = |d: DType| Attr::Int(d.onnx() as i64);
         nodes.push(n);
@@ -184,6 +189,9 @@ fn level_noise(
     let mut out = g.with_nodes(nodes)?;
     for (name, t) in constants {
         out.add_initializer(&name, t);
+    }
+    for (name, ty) in declared {
+        out.types.insert(name, ty.into());
     }
     Ok((out, added))
 }

@@ -127,7 +127,7 @@ impl<'w> Reproducer<'w> {
         let c = match &semantic {
             Ok(truth) if c.class == Class::Optimizer => {
                 let runs = perturb::runs(self, case, true, &approximations);
-                conditioning::refine(&self.oracle, c, truth, optimized, &runs)
+                conditioning::refine(&self.oracle, c, truth, (unoptimized, optimized), &runs)
             }
             _ => c,
         };
