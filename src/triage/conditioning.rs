@@ -127,7 +127,8 @@ pub fn refine(
 /// gives an infinity or a NaN as one more rounding of it (reviews found a value divided by a mean of deviations, 0
 /// only without rounding, or by its square root, filed as LayerNormFusion's bug).
 fn pole(x: f64, perturbed: &[Vec<f64>], i: usize) -> bool {
-    let spread = perturbed.iter().map(|v| (1.0 / v[i] - 1.0 / x).abs()).fold(0.0, f64::max);
+    // a perturbed value of 0 crosses a zero, not a pole
+    let spread = perturbed.iter().filter(|v| v[i] != 0.0).map(|v| (1.0 / v[i] - 1.0 / x).abs()).fold(0.0, f64::max);
     x != 0.0 && spread > 0.0 && (1.0 / x).abs() <= SPREAD_FACTOR * spread
 }
 
@@ -460,6 +461,7 @@ mod tests {
         assert!(pole(-1.4e7, &[vec![1.8e6]], 0));
         assert!(!pole(5.0, &[vec![5.0000001], vec![4.9999999]], 0));
         assert!(!pole(5.0, &[vec![5.0]], 0));
+        assert!(!pole(5.0, &[vec![0.0]], 0));
     }
 
     #[test]
