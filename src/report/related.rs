@@ -52,7 +52,7 @@ pub fn key_passes(t: &Triaged) -> Vec<String> {
 
 /// A pass by its class: ORT registers some at two levels (LayerNormFusionL1/L2, GeluFusionL1/L2) and runs the
 /// transpose optimizer twice (`TransposeOptimizer_CPUExecutionProvider`).
-fn pass_class(p: &str) -> &str {
+pub(super) fn pass_class(p: &str) -> &str {
     let p = p.strip_suffix("_CPUExecutionProvider").unwrap_or(p);
     p.strip_suffix("L1").or_else(|| p.strip_suffix("L2")).unwrap_or(p)
 }
