@@ -116,6 +116,13 @@ const FAMILIES: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// A pass by its class: ORT registers some at two levels (LayerNormFusionL1/L2, GeluFusionL1/L2) and runs the
+/// transpose optimizer twice (`TransposeOptimizer_CPUExecutionProvider`).
+pub fn pass_class(p: &str) -> &str {
+    let p = p.strip_suffix("_CPUExecutionProvider").unwrap_or(p);
+    p.strip_suffix("L1").or_else(|| p.strip_suffix("L2")).unwrap_or(p)
+}
+
 /// How triage says that an optimized graph ORT saved reads a value nothing defines (a wrong result: the value is
 /// whatever its buffer held), followed by the value's name in quotes: the third way of losing a value.
 pub const NOTHING_DEFINES: &str = "the optimized graph reads a value nothing defines";

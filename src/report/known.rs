@@ -156,7 +156,7 @@ impl Rule {
         let e = &self.entry;
         e.target == f.target
             // one pass's levels are one pass (LayerNormFusionL1 and L2)
-            && e.culprits.iter().all(|c| f.faulty.iter().any(|p| super::related::pass_class(p) == super::related::pass_class(c)))
+            && e.culprits.iter().all(|c| f.faulty.iter().any(|p| crate::finding::signature::pass_class(p) == crate::finding::signature::pass_class(c)))
             && e.symptom.is_none_or(|s| s == f.symptom)
             && self.message.as_ref().is_none_or(|re| f.messages.iter().any(|m| re.is_match(m)))
             && e.ops.iter().all(|op| f.ops.contains(op))

@@ -30,7 +30,7 @@
 
 pub use super::evidence::Evidence;
 use super::record::BugRecord;
-use crate::finding::signature::error_kind;
+use crate::finding::signature::{error_kind, pass_class};
 use crate::oracle::Symptom;
 use crate::triage::classify::Class;
 use crate::triage::Triaged;
@@ -48,13 +48,6 @@ pub fn key_passes(t: &Triaged) -> Vec<String> {
     } else {
         key
     }
-}
-
-/// A pass by its class: ORT registers some at two levels (LayerNormFusionL1/L2, GeluFusionL1/L2) and runs the
-/// transpose optimizer twice (`TransposeOptimizer_CPUExecutionProvider`).
-pub(super) fn pass_class(p: &str) -> &str {
-    let p = p.strip_suffix("_CPUExecutionProvider").unwrap_or(p);
-    p.strip_suffix("L1").or_else(|| p.strip_suffix("L2")).unwrap_or(p)
 }
 
 /// Whether the entry `rec` and the new triage `t` (of `target`) are optimizer bugs whose key passes meet: the
