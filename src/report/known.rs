@@ -2,6 +2,7 @@
 //! issue, and the match of a filed entry against it (target, faulty passes, symptom, message and graph
 //! patterns), so that triage labels an entry `known: <link>` instead of new.
 
+use crate::finding::signature::pass_class;
 use crate::oracle::Symptom;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -156,7 +157,7 @@ impl Rule {
         let e = &self.entry;
         e.target == f.target
             // one pass's levels are one pass (LayerNormFusionL1 and L2)
-            && e.culprits.iter().all(|c| f.faulty.iter().any(|p| crate::finding::signature::pass_class(p) == crate::finding::signature::pass_class(c)))
+            && e.culprits.iter().all(|c| f.faulty.iter().any(|p| pass_class(p) == pass_class(c)))
             && e.symptom.is_none_or(|s| s == f.symptom)
             && self.message.as_ref().is_none_or(|re| f.messages.iter().any(|m| re.is_match(m)))
             && e.ops.iter().all(|op| f.ops.contains(op))

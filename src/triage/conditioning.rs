@@ -316,11 +316,10 @@ pub fn refine_lost_nan(
         }
         for (i, ((x, y), z)) in vu.iter().zip(&vo).zip(&ve).enumerate() {
             if z.is_nan() && x.is_nan() && y.is_finite() && robust(i) {
+                // none of an open output's elements count: it is named once
                 if open.contains(&u.name) {
-                    if !unspecified.contains(&u.name) {
-                        unspecified.push(u.name.clone());
-                    }
-                    continue;
+                    unspecified.push(u.name.clone());
+                    break;
                 }
                 count += 1;
                 first.get_or_insert((u.name.clone(), i, *y));

@@ -354,10 +354,8 @@ fn filed(
         Some(s) => (s.class, s.note),
         None => {
             let shown = "the culprit passes alone show it, and disabling any of them cures it";
-            match r.dangling_note(case) {
-                Some(lost) => (Class::Optimizer, format!("{shown}; {lost}")),
-                None => (Class::Optimizer, shown.into()),
-            }
+            let note = r.dangling_note(case).map_or_else(|| shown.to_string(), |lost| format!("{shown}; {lost}"));
+            (Class::Optimizer, note)
         }
     }
 }

@@ -100,14 +100,15 @@ pub fn perturbed(feeds: &[NamedTensor], seed: u64, fixed: &HashSet<String>) -> V
 pub fn perturbed_model(model: &crate::graph::Model, seed: u64, fixed: &HashSet<String>) -> crate::graph::Model {
     let mut moved = model.clone();
     perturb_graph(&mut moved.graph, seed ^ 0x5eed_c0de, fixed);
-    // levels first: the values they add are exact (a float level moved by an ULP would truncate to the one below)
-    let mut exact = exponents(&model.graph);
     // variances before levels: the catalog types the model as written, not with the levels' noise around it
     if model.opset() >= 7 {
         if let Ok(g) = variance_noise(&moved.graph, model.opset(), seed ^ 0x0a_e1a5) {
             moved.graph = g;
         }
     }
+    // levels before rounding: the values they add are exact (a float level moved by an ULP would truncate to the one
+    // below)
+    let mut exact = exponents(&model.graph);
     if model.opset() >= 11 {
         if let Ok((g, levels)) = level_noise(&moved.graph, model.opset(), seed) {
             moved.graph = g;

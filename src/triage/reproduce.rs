@@ -84,15 +84,17 @@ impl<'w> Reproducer<'w> {
         };
         // NaN in the exact values that the unoptimized run keeps and the optimized one loses is a wrong result
         // (unless perturbed references give finite values there: a 0 / 0 of rounding noise that is exactly 0)
-        let open = super::domains::nan_open(&case.model.graph);
         let c = match (c.class == Class::Nonfinite).then(|| self.float64(case, &mut exact).cloned()).flatten() {
-            Some(e) => match conditioning::refine_lost_nan(c.clone(), (unoptimized, optimized), &e, &[], &open) {
-                lost if lost.class == Class::Optimizer => {
-                    let perturbed = perturb::runs(self, case, false, &[]);
-                    conditioning::refine_lost_nan(c, (unoptimized, optimized), &e, &perturbed, &open)
+            Some(e) => {
+                let open = super::domains::nan_open(&case.model.graph);
+                match conditioning::refine_lost_nan(c.clone(), (unoptimized, optimized), &e, &[], &open) {
+                    lost if lost.class == Class::Optimizer => {
+                        let perturbed = perturb::runs(self, case, false, &[]);
+                        conditioning::refine_lost_nan(c, (unoptimized, optimized), &e, &perturbed, &open)
+                    }
+                    kept => kept,
                 }
-                kept => kept,
-            },
+            }
             None => c,
         };
         // a wrong optimized float16 result may be a skipped rounding: compare it with the model computed in float32
