@@ -64,6 +64,19 @@ def test_every_edit_gives_a_well_formed_module_that_re_parses(edit, fewer):
     assert out["script"] != test["script"]
 
 
+def test_an_edit_parses_its_result_once_and_leaves_the_module_it_edited_as_it_was(monkeypatch):
+    test, _ = module_test()
+    edited = R.parsed(test["script"])
+    printed = edited.script(show_meta=True)
+    parses = []
+    real = tvm.script.from_source
+    monkeypatch.setattr(tvm.script, "from_source", lambda text: parses.append(text) or real(text))
+    out = tool({"op": "apply", "script": test["script"], "edit": {"op": "drop_output", "index": 0}})
+    assert parses == [out["script"]], "one parse: the result's, to check that it re-parses well formed"
+    assert R.parsed(out["script"]) is R.parsed(out["script"]) and len(parses) == 1, "its checks run that module"
+    assert edited.script(show_meta=True) == printed and R.parsed(test["script"]) is edited
+
+
 def test_a_fresh_parameter_of_main_is_a_runtime_input_and_an_unused_one_goes():
     test, _ = module_test()
     # main's first binding (the bridge into the pattern) becomes a parameter: x then only feeds the seed's part

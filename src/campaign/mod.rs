@@ -342,9 +342,14 @@ fn triaged(t: &triager::Triager, stats: &mut Stats, progress: &mut progress::Pro
         n += 1;
         match r {
             triager::Report::Filed(filed, key) => {
-                // what triage learned decides which later findings of the key are written (`KeyCount::explains`)
+                // what triage learned decides which later findings of the key are written (`KeyCount::explains`);
+                // an error raised in a pass is keyed by that pass alone (`finding::source_key`), its crash site
+                let set = |t: &crate::triage::Triaged| match crate::compiler::tvm::raised_in(&t.detail) {
+                    Some(p) => vec![p.to_string()],
+                    None => t.culprits.clone(),
+                };
                 if let Some(k) = stats.keys.get_mut(&key) {
-                    k.culprits.extend(filed.all().map(|f| f.triage.culprits.clone()).filter(|c| !c.is_empty()));
+                    k.culprits.extend(filed.all().map(|f| set(&f.triage)).filter(|c| !c.is_empty()));
                 }
                 stats.findings_triaged += 1;
                 stats.findings_attached += (filed.triage.method == crate::triage::session::ATTACHED) as u64;

@@ -163,8 +163,12 @@ pub fn reduce(
     let mut current = case;
     let mut seen: HashSet<String> = HashSet::new();
     let (mut checks, mut accepted) = (0usize, 0usize);
+    // after an accepted edit the scan goes on at the same place of the new module's edits (most earlier ones
+    // failed and still would); a scan that accepted anything is followed by one from the start, so the result
+    // is a fixpoint all the same
+    let mut from = 0;
     'rounds: loop {
-        for e in candidates(&current.summary) {
+        for (i, e) in candidates(&current.summary).into_iter().enumerate().skip(from) {
             if checks >= limits.max_checks || start.elapsed() >= limits.time {
                 return RelaxReduced { case: current, original_bindings, checks, accepted, fixpoint: false };
             }
@@ -179,12 +183,15 @@ pub fn reduce(
             let next = RelaxCase { test: ModuleTest { script, ..current.test.clone() }, feeds, summary };
             checks += 1;
             if check(&next) {
-                current = next;
+                (current, from) = (next, i);
                 accepted += 1;
                 continue 'rounds;
             }
         }
-        return RelaxReduced { case: current, original_bindings, checks, accepted, fixpoint: true };
+        if from == 0 {
+            return RelaxReduced { case: current, original_bindings, checks, accepted, fixpoint: true };
+        }
+        from = 0;
     }
 }
 
@@ -360,6 +367,46 @@ mod tests {
             serde_json::json!({"op": "drop_binding", "func": "main", "index": 1}),
             "what the runner reads"
         );
+    }
+
+    /// A main of top-level bindings `names` (untyped: dropping one is its only edit) as a script and summary.
+    fn module(names: &[String]) -> (String, Summary) {
+        let bindings: Vec<_> =
+            names.iter().map(|n| serde_json::json!({"var": n, "type": null, "value": "Call"})).collect();
+        let s = serde_json::json!({"bindings": names.len(), "functions": [
+            {"name": "main", "relax": true, "called": false, "outputs": 1, "bindings": bindings}]});
+        (names.join(","), serde_json::from_value(s).unwrap())
+    }
+
+    #[test]
+    fn reduction_goes_on_where_its_last_edit_was_accepted_and_ends_at_a_fixpoint() {
+        // twelve bindings of which the symptom needs two near the end, the first ones the scan tries
+        let names: Vec<String> = (0..12).map(|k| format!("v{k}")).collect();
+        let (script, summary) = module(&names);
+        let test = ModuleTest {
+            kind: "m".into(),
+            script,
+            pass: None,
+            pass_args: None,
+            fault: Default::default(),
+            provenance: None,
+        };
+        let mut edit = |script: &str, e: &RelaxEdit| {
+            let RelaxEdit::DropBinding { index, .. } = e else { return None };
+            let mut left: Vec<String> = script.split(',').map(String::from).collect();
+            left.remove(*index);
+            Some(module(&left))
+        };
+        let mut checks = 0;
+        let mut check = |c: &RelaxCase| {
+            checks += 1;
+            let left: Vec<&str> = c.test.script.split(',').collect();
+            left.contains(&"v9") && left.contains(&"v10")
+        };
+        let out = reduce(RelaxCase { test, feeds: vec![], summary }, &mut edit, &mut check, Limits::default());
+        assert_eq!((out.case.test.script.as_str(), out.fixpoint, out.accepted), ("v9,v10", true, 10));
+        // restarting the scan after each accepted edit tried the two kept bindings again each time (31 checks)
+        assert!(checks <= 16, "{checks} checks");
     }
 
     #[test]

@@ -426,12 +426,25 @@ impl<'w> Reproducer<'w> {
 
     pub fn check(&mut self, case: &Case, culprits: &[String]) -> Option<(Outcome, Outcome)> {
         let model = self.finding.bytes(case);
+        let config = if culprits.is_empty() { self.finding.config.clone() } else { self.config_enabling(culprits) };
+        // an error, crash or hang is judged on the culprits' run alone: a candidate that loses it (most of a
+        // reduction's) needs no reference run
+        let mut early = None;
+        if self.finding.symptom != Symptom::Inconsistency {
+            let o = self.run(&model, &case.feeds, &config);
+            if self.classify(&o, None) != Probe::Symptom {
+                return None;
+            }
+            early = Some(o);
+        }
         let reference = self.run(&model, &case.feeds, &self.finding.reference.clone());
         if reference.status != Status::Ok || self.breaks_contract(case, &reference) {
             return None;
         }
-        let config = if culprits.is_empty() { self.finding.config.clone() } else { self.config_enabling(culprits) };
-        let shown = self.run(&model, &case.feeds, &config);
+        let shown = match early {
+            Some(o) => o,
+            None => self.run(&model, &case.feeds, &config),
+        };
         if self.classify(&shown, Some(&reference)) != Probe::Symptom || !self.shown_by_itself(case, &reference, &shown)
         {
             return None;

@@ -120,7 +120,7 @@ impl Session {
         let certain = meta.symptom == Symptom::Error && !meta.key_passes.is_empty();
         let (sure, mut candidates) = {
             let k = self.known();
-            let sure = k.by_key_passes.get(&both).filter(|_| certain).cloned();
+            let sure = k.by_key_passes.get(&both).filter(|e| certain && attachable(e)).cloned();
             let mut candidates = k.entries.get(&coarse).cloned().unwrap_or_default();
             candidates.sort_by_key(|(n, _)| std::cmp::Reverse(*n));
             // otherwise the entry of the key's first finding is checked first
