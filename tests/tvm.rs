@@ -547,3 +547,31 @@ fn the_constant_lhs_combine_parallel_matmul_error_is_one_entry_blamed_on_its_pas
     assert_eq!(faulty, ["CombineParallelMatmul"], "{bug}");
     assert!(bug["findings"].as_array().unwrap().len() >= 2, "findings of several models: {bug}");
 }
+
+/// Triage's fresh processes are forks of a zygote that only imported TVM (an import costs a CPU-second or two,
+/// three times for each new entry): each has run nothing, and a crash in one is told by its wait status, which the
+/// zygote reports, as a spawned worker's is.
+#[test]
+fn a_fresh_tvm_worker_is_a_fork_and_its_crash_is_told_by_its_wait_status() {
+    use oatest::compiler::{Config, NamedTensor, Status};
+    use oatest::graph::Tensor;
+    std::env::set_var("OATEST_TVM_TEST_FAULTS", "1");
+    let mut spec = WorkerSpec::new(TargetKind::Tvm).unwrap();
+    spec.exe = env!("CARGO_BIN_EXE_oatest").into();
+    spec.timeout = std::time::Duration::from_secs(120);
+    let mut w = Worker::start(spec).expect("TVM worker (run scripts/setup.sh)");
+    let spawned = w.pid().unwrap();
+    w.fresh();
+    let forked = w.pid().unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{forked}/stat")).unwrap();
+    let parent: u32 = stat.rsplit(')').next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(forked != spawned && parent != std::process::id(), "forked by the zygote, not started by us");
+    let inputs = [NamedTensor { name: "x".into(), tensor: Tensor::from_f32(&[2, 3], &[0.5; 6]) }];
+    let all = Config::parse("all").unwrap();
+    let good = chain(&["Relu", "Sigmoid"], None);
+    assert_eq!(w.run(&good, &inputs, &all).status, Status::Ok);
+    let o = w.run(&chain(&["Relu", "Sigmoid"], Some(("segfault", "FuseOps"))), &inputs, &all);
+    assert!(matches!(o.status, Status::Crash { signal: Some(11), .. }), "{:?}", o.status);
+    w.fresh();
+    assert_eq!(w.run(&good, &inputs, &all).status, Status::Ok, "the next fresh worker serves");
+}

@@ -9,8 +9,11 @@ pub struct WorkerArgs {
     pub target: String,
     #[command(flatten)]
     pub ort: super::OrtLib,
+    /// Serve as a zygote: fork a fresh worker for each request on stdin (a Unix socket).
+    #[arg(long)]
+    pub zygote: bool,
 }
 
 pub fn run(a: WorkerArgs) -> anyhow::Result<()> {
-    serve(&TargetKind::parse(&a.target)?, a.ort.ort_lib.as_deref())
+    serve(&TargetKind::parse(&a.target)?, a.ort.ort_lib.as_deref(), a.zygote)
 }

@@ -23,6 +23,24 @@ pub fn venv_site_packages(package: &str) -> Option<std::path::PathBuf> {
     None
 }
 
+/// Forks this process through CPython's fork hooks (its locks and thread states made consistent in the
+/// child, as `os.fork` does); the pid as fork(2) returns it.
+pub fn fork() -> i32 {
+    Python::attach(|_py| {
+        // SAFETY: the hooks are called around fork with the GIL held, as CPython requires.
+        unsafe {
+            pyo3::ffi::PyOS_BeforeFork();
+            let pid = libc::fork();
+            if pid == 0 {
+                pyo3::ffi::PyOS_AfterFork_Child();
+            } else {
+                pyo3::ffi::PyOS_AfterFork_Parent();
+            }
+            pid
+        }
+    })
+}
+
 /// Adds `site` to the interpreter's path, then loads `sources` ((module name, source), each importing only
 /// modules before it) as modules registered in `sys.modules`; returns the last one.
 pub fn load_modules<'py>(

@@ -417,7 +417,7 @@ impl<'w> Reproducer<'w> {
     ) -> usize {
         (0..n)
             .filter(|_| {
-                self.worker.recycle();
+                self.worker.fresh();
                 let o = self.run(model, feeds, config);
                 self.classify(&o, reference) == Probe::Symptom
             })

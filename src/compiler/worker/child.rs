@@ -5,14 +5,23 @@ use super::protocol::{read_frame, write_frame, Accounting, Request, Response, MA
 use crate::compiler::{open, Outcome, Status, TargetKind};
 
 /// The child side: serve requests until stdin closes. Stdout is kept for frames only: anything a library
-/// prints to fd 1 goes to stderr instead.
-pub fn serve(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Result<()> {
+/// prints to fd 1 goes to stderr instead. A zygote (`super::zygote`) opens the target first and serves in each
+/// of its forks.
+pub fn serve(kind: &TargetKind, ort_lib: Option<&std::path::Path>, zygote: bool) -> anyhow::Result<()> {
     // a worker takes transparent huge pages as the system allows (main turned them off for the fuzzer, whose
     // many threads' allocator segments they made resident; the compilers' speed with them is left as it was)
     // SAFETY: PR_SET_THP_DISABLE takes plain integers and touches no memory of ours.
     unsafe {
         libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
     }
+    let opened = match zygote {
+        // a zygote that cannot open its target just ends: the parent then starts a worker, which says why
+        true => match open(kind, ort_lib) {
+            Ok(t) if super::zygote::serve(&mut fork).is_some() => Some(t),
+            _ => return Ok(()),
+        },
+        false => None,
+    };
     // SAFETY: plain fd duplication at startup, before any other thread writes to stdout.
     let frames_fd = unsafe {
         let fd = libc::dup(1);
@@ -23,7 +32,7 @@ pub fn serve(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Re
     // SAFETY: frames_fd is a fresh descriptor owned by nobody else.
     let mut out = std::io::BufWriter::new(unsafe { std::fs::File::from_raw_fd(frames_fd) });
     let mut input = std::io::BufReader::new(std::io::stdin().lock());
-    let mut target = match open(kind, ort_lib) {
+    let mut target = match opened.map_or_else(|| open(kind, ort_lib), Ok) {
         Ok(t) => t,
         Err(e) => {
             write_frame(&mut out, &Response::Fatal(format!("{e:#}")))?;
@@ -55,6 +64,17 @@ pub fn serve(kind: &TargetKind, ort_lib: Option<&std::path::Path>) -> anyhow::Re
         }
     }
     Ok(())
+}
+
+/// Forks the zygote (in a target with an interpreter, through CPython's fork hooks).
+fn fork() -> i32 {
+    #[cfg(feature = "python")]
+    return crate::compiler::python::fork();
+    #[cfg(not(feature = "python"))]
+    // SAFETY: the zygote has one thread
+    unsafe {
+        libc::fork()
+    }
 }
 
 /// An outcome whose outputs exceed [`MAX_OUTPUT_BYTES`] keeps its passes but loses its outputs, with a message:

@@ -7,6 +7,7 @@ mod parent;
 mod pool;
 mod protocol;
 mod reader;
+mod zygote;
 
 pub use child::serve;
 pub use cpu::{cpu_time, own_cpu_time, own_peak_rss_mb, rss_bytes, thread_cpu_time};

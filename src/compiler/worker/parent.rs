@@ -5,12 +5,13 @@
 use super::cpu::{cpu_time, runqueue_wait};
 use super::protocol::{write_frame, Request, RequestRef, Response, MAX_INPUT_BYTES};
 use super::reader::{FrameReader, Got};
+use super::zygote::{Handle, Zygote};
 use crate::compiler::{Config, NamedTensor, Outcome, Status, TargetKind};
 use anyhow::Context;
 use std::collections::VecDeque;
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -66,8 +67,8 @@ pub struct WorkerInfo {
 }
 
 struct Proc {
-    child: Child,
-    stdin: ChildStdin,
+    child: Handle,
+    stdin: std::fs::File,
     stdout: FrameReader,
     stderr_tail: Arc<Mutex<VecDeque<u8>>>,
     /// Ends when the worker's stderr closes: joined after the worker died, so its last words are all read.
@@ -78,6 +79,8 @@ struct Proc {
 pub struct Worker {
     spec: WorkerSpec,
     proc: Option<Proc>,
+    /// Forks fresh worker processes for [`Worker::recycle`] (started at its first use; TVM only).
+    zygote: Option<Zygote>,
     pub info: WorkerInfo,
     /// How many times the worker process was (re)started.
     pub starts: u64,
@@ -154,6 +157,7 @@ impl Worker {
         let mut w = Worker {
             spec,
             proc: None,
+            zygote: None,
             info: WorkerInfo {
                 target: String::new(),
                 version: String::new(),
@@ -168,9 +172,13 @@ impl Worker {
         Ok(w)
     }
 
-    fn spawn(&mut self) -> anyhow::Result<()> {
+    /// `oatest worker` for this spec (a zygote's with `--zygote`), its stdio and limits set.
+    fn command(&self, zygote: bool) -> Command {
         let mut cmd = Command::new(&self.spec.exe);
         cmd.arg("worker").arg("--target").arg(self.spec.kind.name());
+        if zygote {
+            cmd.arg("--zygote");
+        }
         if let Some(lib) = &self.spec.ort_lib {
             cmd.arg("--ort-lib").arg(lib);
         }
@@ -208,10 +216,39 @@ impl Worker {
                 Ok(())
             });
         }
+        cmd
+    }
+
+    fn spawn(&mut self) -> anyhow::Result<()> {
+        let mut cmd = self.command(false);
         let mut child = cmd.spawn().with_context(|| format!("cannot start worker {}", self.spec.exe.display()))?;
-        let stdin = child.stdin.take().expect("piped");
+        let stdin = std::fs::File::from(std::os::fd::OwnedFd::from(child.stdin.take().expect("piped")));
         let stdout = FrameReader::new(child.stdout.take().expect("piped"));
-        let stderr = child.stderr.take();
+        let stderr = child.stderr.take().map(|e| std::fs::File::from(std::os::fd::OwnedFd::from(e)));
+        self.greet(Handle::Spawned(child), stdin, stdout, stderr)
+    }
+
+    /// A fresh worker process forked from the zygote (started first when there is none, or it died).
+    fn fork(&mut self) -> anyhow::Result<()> {
+        if !self.zygote.as_mut().is_some_and(|z| z.alive()) {
+            let (mine, theirs) = std::os::unix::net::UnixStream::pair()?;
+            let mut cmd = self.command(true);
+            cmd.stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs))).stdout(Stdio::null()).stderr(Stdio::null());
+            let child = cmd.spawn().with_context(|| format!("cannot start a zygote {}", self.spec.exe.display()))?;
+            self.zygote = Some(Zygote::new(child, mine));
+        }
+        let f = self.zygote.as_mut().expect("started").fork(START_LIMIT)?;
+        self.greet(Handle::Forked(f.pid), f.stdin, FrameReader::new(f.stdout), Some(f.stderr))
+    }
+
+    /// Reads a new worker process's stderr, and waits for its greeting.
+    fn greet(
+        &mut self,
+        child: Handle,
+        stdin: std::fs::File,
+        stdout: FrameReader,
+        stderr: Option<std::fs::File>,
+    ) -> anyhow::Result<()> {
         let tail = Arc::new(Mutex::new(VecDeque::with_capacity(TAIL)));
         let t2 = tail.clone();
         let stderr_reader = std::thread::spawn(move || {
@@ -238,12 +275,11 @@ impl Worker {
                 Ok(())
             }
             Got::Frame(Response::Fatal(msg)) => {
-                let _ = proc.child.wait();
+                let _ = proc.child.ended(&mut self.zygote, START_LIMIT);
                 anyhow::bail!("{} worker cannot start: {msg}", self.spec.kind.name())
             }
             _ => {
-                let _ = proc.child.kill();
-                let status = proc.child.wait().ok();
+                let status = proc.child.kill(&mut self.zygote);
                 if let Some(h) = proc.stderr_reader.take() {
                     let _ = h.join();
                 }
@@ -270,7 +306,7 @@ impl Worker {
             let rest = &configs[out.len()..];
             // a worker that died while idle (after answering its last request) is restarted first: its death
             // belongs to no test
-            if self.proc.as_mut().is_some_and(|p| matches!(p.child.try_wait(), Ok(Some(_)))) {
+            if self.proc.as_mut().is_some_and(|p| p.child.ended(&mut self.zygote, Duration::ZERO).is_some()) {
                 let _ = self.reap();
                 self.idle_deaths += 1;
             }
@@ -334,24 +370,21 @@ impl Worker {
     fn reap(&mut self) -> Status {
         self.cpu.ended();
         let mut proc = self.proc.take().expect("present");
-        let deadline = Instant::now() + Duration::from_millis(2000);
-        while Instant::now() < deadline && matches!(proc.child.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        let _ = proc.child.kill();
-        let status = proc.child.wait();
+        let status = match proc.child.ended(&mut self.zygote, Duration::from_millis(2000)) {
+            Some(s) => Some(s),
+            None => proc.child.kill(&mut self.zygote),
+        };
         // the process is gone, so its stderr reaches end of file: read all of what it wrote last
         if let Some(h) = proc.stderr_reader.take() {
             let _ = h.join();
         }
-        classify(status.ok(), &tail_text(&proc.stderr_tail))
+        classify(status, &tail_text(&proc.stderr_tail))
     }
 
     fn kill(&mut self) {
         self.cpu.ended();
         if let Some(mut p) = self.proc.take() {
-            let _ = p.child.kill();
-            let _ = p.child.wait();
+            let _ = p.child.kill(&mut self.zygote);
         }
     }
 }
@@ -369,20 +402,24 @@ impl Worker {
         let _ = self.spawn();
     }
 
+    /// Replaces the worker process by one that has run nothing (triage's fresh processes). A TVM worker's import
+    /// costs one or two CPU-seconds: its fresh processes are forks of a zygote that only imported it (one more
+    /// process of a worker's size, kept while this worker lives).
+    pub fn fresh(&mut self) {
+        self.stop();
+        if self.spec.kind != TargetKind::Tvm || self.fork().is_err() {
+            let _ = self.spawn();
+        }
+    }
+
     /// Ends the worker process: its input closed, it exits; killed if it does not within 500 ms.
     fn stop(&mut self) {
         self.cpu.ended();
         if let Some(mut p) = self.proc.take() {
             drop(p.stdin);
-            let deadline = Instant::now() + Duration::from_millis(500);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = p.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(5));
+            if p.child.ended(&mut self.zygote, Duration::from_millis(500)).is_none() {
+                let _ = p.child.kill(&mut self.zygote);
             }
-            let _ = p.child.kill();
-            let _ = p.child.wait();
         }
     }
 }

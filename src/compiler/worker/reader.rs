@@ -16,13 +16,13 @@ pub(super) enum Got {
 /// Reads frames from the worker's stdout in the calling thread, with a deadline (poll(2)): no reader thread,
 /// no channel hand-off on the hot path.
 pub(super) struct FrameReader {
-    out: std::process::ChildStdout,
+    out: std::fs::File,
     buf: Vec<u8>,
 }
 
 impl FrameReader {
-    pub(super) fn new(out: std::process::ChildStdout) -> FrameReader {
-        FrameReader { out, buf: Vec::new() }
+    pub(super) fn new(out: impl Into<std::os::fd::OwnedFd>) -> FrameReader {
+        FrameReader { out: std::fs::File::from(out.into()), buf: Vec::new() }
     }
 
     pub(super) fn next(&mut self, deadline: Instant) -> Got {
