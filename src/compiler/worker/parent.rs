@@ -79,7 +79,7 @@ struct Proc {
 pub struct Worker {
     spec: WorkerSpec,
     proc: Option<Proc>,
-    /// Forks fresh worker processes for [`Worker::recycle`] (started at its first use; TVM only).
+    /// Forks fresh worker processes for [`Worker::fresh`] (started at its first use; TVM only).
     zygote: Option<Zygote>,
     pub info: WorkerInfo,
     /// How many times the worker process was (re)started.
