@@ -4,7 +4,8 @@ runner would compile, as TVMScript that re-parses to it, with the pass the test 
 fault metadata); `summary` describes a module (functions, parameters, top-level bindings, outputs of main);
 `apply` makes one edit, chosen by oatest's triage (src/triage/relax.rs), and answers with the new module's script.
 
-Edits: drop a function, keep or drop one output of main, drop a binding (its readers read an operand of the same
+Edits: drop a function, keep or drop one output of main, return one of main's values instead of its outputs, drop
+a binding (its readers read an operand of the same
 type instead), replace a binding's value by a fresh parameter of main or by R.zeros. Each edit is followed by a
 tidy (bindings nothing reads and main's parameters nothing reads are dropped, main's `num_input` kept in step)
 and must give a module that passes relax.analysis.well_formed, prints as TVMScript and re-parses well formed.
@@ -225,6 +226,19 @@ def apply(mod: tvm.IRModule, edit: dict) -> tvm.IRModule:
             raise ValueError("no such output, or the only one")
         fields = [fields[k]] if op == "keep_output" else fields[:k] + fields[k + 1 :]
         result = relax.Tuple(fields)
+    elif op == "return_value":
+        # main returns one of its values: what came after it goes (the value a failure starts from, alone)
+        k = edit["index"]
+        if name != "main" or k >= len(bindings) or _static(bindings[k][1].var.ty) is None:
+            raise ValueError("only a statically shaped value of main is returned")
+        block, b = bindings[k]
+        var = b.var
+        if isinstance(var, relax.DataflowVar):
+            # a dataflow variable cannot leave its block: the binding becomes one of the block's outputs
+            var = relax.Var(var.name, var.ty)
+            smap[b.var] = var
+            bindings[k] = (block, relax.VarBinding(var, b.value))
+        result = relax.Tuple([var])
     elif op in ("drop_binding", "param", "zeros"):
         k = edit["index"]
         if k >= len(bindings):

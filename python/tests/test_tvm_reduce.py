@@ -50,6 +50,7 @@ def test_a_recipes_module_test_computes_what_the_recipe_computes():
         ({"op": "drop_output", "index": 0}, True),
         ({"op": "drop_binding", "func": "oatest_pattern", "index": 1}, True),
         ({"op": "param", "func": "main", "index": 0}, True),
+        ({"op": "return_value", "func": "main", "index": 0}, True),
         ({"op": "zeros", "func": "oatest_pattern", "index": 0}, False),
     ],
 )

@@ -70,6 +70,8 @@ pub enum RelaxEdit {
     KeepOutput { index: usize },
     /// main no longer returns this output.
     DropOutput { index: usize },
+    /// main returns this binding's value instead of its outputs (what came after it goes).
+    ReturnValue { func: String, index: usize },
     /// Remove a binding; its readers read an operand of the same type.
     DropBinding { func: String, index: usize },
     /// A value of main becomes a fresh parameter of main (fed a generated tensor).
@@ -89,6 +91,11 @@ pub fn candidates(s: &Summary) -> Vec<RelaxEdit> {
     if let Some(main) = s.function("main").filter(|m| m.outputs > 1) {
         out.extend((0..main.outputs).map(|index| RelaxEdit::KeepOutput { index }));
         out.extend((0..main.outputs).map(|index| RelaxEdit::DropOutput { index }));
+    }
+    // the value a failure starts from may fail alone: main returning it cuts everything after it
+    if let Some(main) = s.function("main") {
+        let typed = main.bindings.iter().enumerate().filter(|(_, b)| b.ty.is_some());
+        out.extend(typed.map(|(index, _)| RelaxEdit::ReturnValue { func: "main".into(), index }));
     }
     let relax = || s.functions.iter().filter(|f| f.relax);
     for f in relax() {
@@ -361,7 +368,8 @@ mod tests {
         assert!(!c.contains(&RelaxEdit::Param { func: "main".into(), index: 1 }), "an alias is no new input");
         assert!(!c.contains(&RelaxEdit::Zeros { func: "p".into(), index: 0 }), "zeros already");
         assert_eq!(c.last(), Some(&RelaxEdit::DropParam { func: "p".into(), index: 0 }));
-        let json = serde_json::to_value(&c[5]).unwrap();
+        assert_eq!(c[5], RelaxEdit::ReturnValue { func: "main".into(), index: 0 }, "then main's values, first first");
+        let json = serde_json::to_value(&c[7]).unwrap();
         assert_eq!(
             json,
             serde_json::json!({"op": "drop_binding", "func": "main", "index": 1}),
