@@ -155,19 +155,27 @@ fn pipe() -> anyhow::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// A one-byte message (`iov`) with room for three descriptors in `control` (CMSG_SPACE(12) is 32 bytes, and the
+/// buffer is aligned for cmsghdr).
+///
+/// # Safety
+/// `iov` and `control` must outlive every use of the message.
+unsafe fn message(iov: &mut libc::iovec, control: &mut [u64; 8]) -> libc::msghdr {
+    let mut msg: libc::msghdr = std::mem::zeroed();
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = libc::CMSG_SPACE(12) as usize;
+    msg
+}
+
 /// Sends one byte with `fds` attached (SCM_RIGHTS).
 fn send_fds(sock: &UnixStream, fds: &[RawFd; 3]) -> anyhow::Result<()> {
-    let mut byte = [b'F'];
+    let (mut byte, mut control) = ([b'F'], [0u64; 8]);
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-    let mut buf = [0u64; 8];
-    // SAFETY: the control buffer is large enough for one SCM_RIGHTS message of three descriptors (CMSG_SPACE(12)
-    // is 32 bytes), aligned for cmsghdr; the pointers stay valid for the call.
+    // SAFETY: the message's buffers live through the call; its control holds one SCM_RIGHTS of three descriptors.
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = buf.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(12) as usize;
+        let msg = message(&mut iov, &mut control);
         let c = libc::CMSG_FIRSTHDR(&msg);
         (*c).cmsg_level = libc::SOL_SOCKET;
         (*c).cmsg_type = libc::SCM_RIGHTS;
@@ -180,16 +188,11 @@ fn send_fds(sock: &UnixStream, fds: &[RawFd; 3]) -> anyhow::Result<()> {
 
 /// Receives one request's three descriptors; None when the socket closed.
 fn recv_fds(sock: RawFd) -> Option<[OwnedFd; 3]> {
-    let mut byte = [0u8];
+    let (mut byte, mut control) = ([0u8], [0u64; 8]);
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-    let mut buf = [0u64; 8];
     // SAFETY: as in `send_fds`; the descriptors received are new in this process and owned here.
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = buf.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&buf);
+        let mut msg = message(&mut iov, &mut control);
         if libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) != 1 {
             return None;
         }
