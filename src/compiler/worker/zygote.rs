@@ -2,8 +2,8 @@
 //! costs one or two CPU-seconds) and, for each request on its socket, forks a worker that has run nothing yet,
 //! serving the pipes the parent passed along (SCM_RIGHTS). The zygote reaps its forks and reports each one's wait
 //! status (`S pid status` lines), so that the parent classifies a fork's death as it does a spawned worker's.
-//! Only for targets whose opening starts no thread of their own (TVM: one runtime thread, started at the first
-//! parallel run); a Python target's fork goes through CPython's own fork hooks.
+//! A fork copies only the calling thread: the zygote forks while idle, having run nothing, through CPython's fork
+//! hooks (as `os.fork` does); the parent uses it for TVM only, which starts its runtime threads at a first run.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
