@@ -5,10 +5,10 @@ fault metadata); `summary` describes a module (functions, parameters, top-level 
 `apply` makes one edit, chosen by oatest's triage (src/triage/relax.rs), and answers with the new module's script.
 
 Edits: drop a function, keep or drop one output of main, return one of main's values instead of its outputs, drop
-a binding (its readers read an operand of the same
-type instead), replace a binding's value by a fresh parameter of main or by R.zeros. Each edit is followed by a
-tidy (bindings nothing reads and main's parameters nothing reads are dropped, main's `num_input` kept in step)
-and must give a module that passes relax.analysis.well_formed, prints as TVMScript and re-parses well formed.
+a binding (its readers read an operand of the same type instead), replace a binding's value by a fresh parameter of
+main or by R.zeros. Each edit is followed by a tidy (bindings nothing reads and main's parameters nothing reads are
+dropped, main's `num_input` kept in step) and must give a module that passes relax.analysis.well_formed, prints as
+TVMScript and re-parses well formed.
 """
 from __future__ import annotations
 

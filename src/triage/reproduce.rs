@@ -429,22 +429,15 @@ impl<'w> Reproducer<'w> {
         let config = if culprits.is_empty() { self.finding.config.clone() } else { self.config_enabling(culprits) };
         // an error, crash or hang is judged on the culprits' run alone: a candidate that loses it (most of a
         // reduction's) needs no reference run
-        let mut early = None;
-        if self.finding.symptom != Symptom::Inconsistency {
-            let o = self.run(&model, &case.feeds, &config);
-            if self.classify(&o, None) != Probe::Symptom {
-                return None;
-            }
-            early = Some(o);
+        let early = (self.finding.symptom != Symptom::Inconsistency).then(|| self.run(&model, &case.feeds, &config));
+        if early.as_ref().is_some_and(|o| self.classify(o, None) != Probe::Symptom) {
+            return None;
         }
         let reference = self.run(&model, &case.feeds, &self.finding.reference.clone());
         if reference.status != Status::Ok || self.breaks_contract(case, &reference) {
             return None;
         }
-        let shown = match early {
-            Some(o) => o,
-            None => self.run(&model, &case.feeds, &config),
-        };
+        let shown = early.unwrap_or_else(|| self.run(&model, &case.feeds, &config));
         if self.classify(&shown, Some(&reference)) != Probe::Symptom || !self.shown_by_itself(case, &reference, &shown)
         {
             return None;

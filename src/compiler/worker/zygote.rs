@@ -83,7 +83,8 @@ impl Zygote {
         let f: Vec<&str> = text.split_whitespace().collect();
         let num = |i: usize| f.get(i).and_then(|s| s.parse::<i64>().ok());
         match (f.first(), num(1), num(2)) {
-            (Some(&"P"), Some(pid), _) => Ok(Line::Forked(pid as u32)),
+            // a pid that is no process's (a failed fork says -1) is never signalled: kill(-1) reaches every process
+            (Some(&"P"), Some(pid), _) if pid > 0 && pid <= i32::MAX as i64 => Ok(Line::Forked(pid as u32)),
             (Some(&"S"), Some(pid), Some(s)) => Ok(Line::Ended(pid as u32, s as i32)),
             _ => anyhow::bail!("the zygote said {text:?}"),
         }
@@ -209,7 +210,8 @@ fn recv_fds(sock: RawFd) -> Option<[OwnedFd; 3]> {
 /// The zygote's loop on its socket (fd 0): forks a worker per request, which returns from here as `Some` with its
 /// stdin, stdout and stderr in place, and reports forks and their ends; `None` when the socket closed.
 pub fn serve(fork: &mut dyn FnMut() -> i32) -> Option<()> {
-    let mut out = std::mem::ManuallyDrop::new(unsafe_file(0));
+    // SAFETY: fd 0 stays open for the zygote's life; ManuallyDrop never closes it here.
+    let mut out = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
     loop {
         let mut pfd = libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 };
         // SAFETY: poll reads one pollfd.
@@ -247,9 +249,4 @@ fn reap(out: &mut std::fs::File) -> Option<()> {
         }
         writeln!(out, "S {pid} {status}").ok()?;
     }
-}
-
-fn unsafe_file(fd: RawFd) -> std::fs::File {
-    // SAFETY: the caller keeps the descriptor open for the file's life (ManuallyDrop: never closed here).
-    unsafe { std::fs::File::from_raw_fd(fd) }
 }
