@@ -36,6 +36,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections import OrderedDict
 
 import numpy as np
 import tvm
@@ -113,32 +114,46 @@ def _ld_shared(output, objects, options=None, cc=None, cwd=None, ccache_env=None
 _ld_shared.output_format = "so"
 
 
+def _unloadable(path: str):
+    """A shared library as a runtime module that is unloaded once nothing holds it. `tvm.runtime.load_module`
+    keeps every library it loads for the life of the process (tvm_ffi's `keep_module_alive`): five mappings and
+    about 120 KiB a build, which made the worker reach its memory budget sooner."""
+    try:
+        return tvm_ffi.load_module(path, keep_module_alive=False)
+    except TypeError:  # a tvm_ffi without the option (older apache-tvm wheels)
+        return tvm.runtime.load_module(path)
+
+
 def load(ex):
-    """A runtime module for a build, ready for relax.VirtualMachine."""
+    """A runtime module for a build (an executable, or a module of PrimFuncs), linked with `ld` and loaded as a
+    shared library; the build itself (JIT-compiled when called) when that is not possible."""
     if _LD is None or os.environ.get("OATEST_TVM_JIT") == "1":
         return ex
     fd, path = tempfile.mkstemp(prefix="oatest-tvm-", suffix=".so")
     os.close(fd)
     try:
         ex.export_library(path, fcompile=_ld_shared)
-        return tvm.runtime.load_module(path)
+        return _unloadable(path)
     except Exception:  # noqa: BLE001 - whatever failed, the JIT path gives the build its own error
         return ex
     finally:
-        # a loaded library stays mapped; a failed export may have removed the file already (a build without
-        # LLVM code exports C sources, which `ld` cannot link): cleanup never raises
+        # a failed export may have removed the file already (a build without LLVM code exports C sources, which
+        # `ld` cannot link): cleanup never raises
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
 
 
-_FOLD_BUILDS: dict = {}
+_FOLD_BUILDS: OrderedDict = OrderedDict()
+FOLD_MAX = 1024  # builds kept, the ones used last (a shared library each, about 100 KiB)
 _tirx_build = tvm.tirx.build
 
 
 def _fold_build(mod, target=None, pipeline="default"):
     """FoldConstant evaluates constant calls by building each PrimFunc through the global `tirx.build` with a
-    plain `llvm` target (-O3), which made it 70% of a pipeline's time. This build uses -O0 for such targets
-    and keeps what it built across passes and tests (keyed by structural equality)."""
+    plain `llvm` target (-O3), which made it 70% of a pipeline's time. This build uses -O0 for such targets,
+    links it as a shared library (`load`: a JIT-compiled module holds its LLVM module, about 1 MiB, which made
+    these builds half of a worker's memory growth) and keeps the FOLD_MAX builds used last, by structural
+    equality (in a campaign 4 in 10 builds are hits)."""
     if target is not None:
         t = tvm.target.Target(target)
         if t.kind.name == "llvm" and "opt-level" not in t.attrs:
@@ -146,10 +161,11 @@ def _fold_build(mod, target=None, pipeline="default"):
     key = structural_hash(mod)
     for m, tgt, built in _FOLD_BUILDS.get(key, []):
         if tgt == str(target) and tvm_ffi.structural_equal(m, mod):
+            oatest_tvm_memo.used(_FOLD_BUILDS, key, FOLD_MAX)
             return built
-    built = _tirx_build(mod, target, pipeline)
-    if sum(len(v) for v in _FOLD_BUILDS.values()) < 4096:
-        _FOLD_BUILDS.setdefault(key, []).append((mod, str(target), built))
+    built = load(_tirx_build(mod, target, pipeline))
+    _FOLD_BUILDS.setdefault(key, []).append((mod, str(target), built))
+    oatest_tvm_memo.used(_FOLD_BUILDS, key, FOLD_MAX)
     return built
 
 

@@ -11,6 +11,7 @@ Measured in docs/BENCHMARKS.md ("TVM throughput").
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 
 import tvm
 import tvm_ffi
@@ -26,7 +27,18 @@ from tvm_ffi import structural_hash
 # by value, since legalizers fold scalar constants into the PrimFunc) and which arguments are the same value. A
 # hit adds the same PrimFunc to the module being built and calls it on the new arguments. Anything else is
 # legalized as before.
-_LEGALIZED: dict = {}
+_LEGALIZED: OrderedDict = OrderedDict()
+# Each memo keeps the MEMO_MAX entries used last. Unbounded, they grew a campaign's worker by about 0.9 MiB a run
+# (a lowered PrimFunc is tens of KiB) until its memory budget replaced it, memos and all, every two minutes;
+# bounded, a worker levels off near 1 GiB (docs/BENCHMARKS.md, "TVM workers that keep their memos").
+MEMO_MAX = 6000
+
+
+def used(memo: OrderedDict, key, most: int) -> None:
+    """Marks `key` as just used; drops the entry used longest ago while `memo` holds more than `most`."""
+    memo.move_to_end(key)
+    while len(memo) > most:
+        memo.popitem(last=False)
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
 # constant arguments (apache-tvm before 0.27, as with --also-tvm, names them relax.Constant and relax.StringImm)
 _CONSTANTS = tuple(
@@ -55,16 +67,17 @@ def _memo_legalize(legalize):
         key = _legalize_key(call)
         hit = _LEGALIZED.get(key) if key is not None else None
         if hit is not None:
+            used(_LEGALIZED, key, MEMO_MAX)
             func, name, picks, res = hit
             gvar = bb.add_func(func, name)
             out = res.ty_args[0]
             out = list(out.fields) if type(out).__name__ == "TupleType" else out
             return relax.call_tir(gvar, relax.Tuple([call.args[j] for j in picks]), out)
         res = legalize(bb, call)
-        if key is not None and len(_LEGALIZED) < 20000:
-            memo = _memo_entry(bb, call, res)
-            if memo is not None:
-                _LEGALIZED[key] = memo
+        memo = _memo_entry(bb, call, res) if key is not None else None
+        if memo is not None:
+            _LEGALIZED[key] = memo
+            used(_LEGALIZED, key, MEMO_MAX)
         return res
 
     return memoized
@@ -91,8 +104,7 @@ def _memo_entry(bb, call, res):
 # without its symbol name, compared structurally), reuses the others under their new symbol, and then finishes
 # and generates the whole module as `tvm.tirx.build` does. AnnotateEntryFunc marks a module's only function, so
 # a function lowered alone loses that mark and the assembled module gets it back when it has one function.
-_LOWERED: dict = {}
-_LOWERED_MAX = 20000  # functions kept (a few KiB each)
+_LOWERED: OrderedDict = OrderedDict()
 _build = tvm.tirx.build
 _SYMBOL = "global_symbol"
 
@@ -123,6 +135,7 @@ def cached_build(mod, target=None, pipeline="default"):
         if hit is None:
             misses[gv] = (f, h, g)
         else:
+            used(_LOWERED, h, MEMO_MAX)
             _, _, low, prefix = hit
             lowered[gv] = low.with_attr(_SYMBOL, prefix + str(f.attrs[_SYMBOL]))
     if misses:
@@ -133,8 +146,9 @@ def cached_build(mod, target=None, pipeline="default"):
         for gv, (f, h, g) in misses.items():
             out = by_name[gv.name_hint].without_attr("tirx.is_entry_func")
             before, after = str(f.attrs[_SYMBOL]), str(out.attrs[_SYMBOL])
-            if after.endswith(before) and len(_LOWERED) < _LOWERED_MAX:
+            if after.endswith(before):
                 _LOWERED.setdefault(h, []).append((g, cfg, out, after[: len(after) - len(before)]))
+                used(_LOWERED, h, MEMO_MAX)
             lowered[gv] = out
     merged = tvm.IRModule(lowered, attrs=mod.attrs)
     if len(lowered) == 1:

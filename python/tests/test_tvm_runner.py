@@ -202,3 +202,66 @@ def test_a_pass_fires_when_it_changes_a_function_not_when_it_rebuilds_the_module
         seen.add(whole)
         mod = after
     assert seen == {True, False}, "passes that change the module and passes that do not"
+
+
+def test_builds_are_libraries_unloaded_once_unused_and_constant_folding_builds_are_libraries_too():
+    """A build is linked with `ld` and loaded so that it unloads once nothing holds it (tvm_ffi keeps a library it
+    loads for the life of the process unless told otherwise: five mappings and ~120 KiB a build). FoldConstant's
+    builds, which a memo keeps, are libraries as well (a JIT-compiled one holds its LLVM module, ~1 MiB)."""
+    import gc
+
+    import numpy as np
+    import tvm
+    from tvm import relax
+    from tvm.script import relax as R
+
+    assert T._LD is not None, "the runner links builds with ld (binutils)"
+
+    def mapped():
+        with open("/proc/self/maps") as f:
+            return sum(1 for line in f if "oatest-tvm-" in line)
+
+    @tvm.script.ir_module
+    class Twice:
+        @R.function
+        def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+            return R.add(x, x)
+
+    gc.collect()
+    before = mapped()
+    for _ in range(3):
+        lib = T.load(tvm.compile(Twice, target=T._target()))
+        assert mapped() > before, "a build is a loaded library"
+        out = relax.VirtualMachine(lib, tvm.cpu())["main"](tvm.runtime.tensor(np.ones(4, "float32"))).numpy()
+        np.testing.assert_array_equal(out, np.full(4, 2, "float32"))
+        del lib
+        gc.collect()
+        assert mapped() == before, "a library nothing holds is unloaded"
+
+    @tvm.script.ir_module
+    class Folded:
+        @R.function
+        def main(x: R.Tensor((), "float32")) -> R.Tensor((), "float32"):
+            c = R.add(R.const(1.5, "float32"), R.const(2.0, "float32"))
+            return R.add(x, c)
+
+    T._FOLD_BUILDS.clear()
+    with T._target():
+        folded = tvm.transform.Sequential([relax.transform.LegalizeOps(), relax.transform.FoldConstant()])(Folded)
+    assert "3.5" in folded.script()
+    built = [b for entries in T._FOLD_BUILDS.values() for _, _, b in entries]
+    assert built and all(b.kind == "library" for b in built)
+
+
+def test_a_memo_keeps_the_entries_used_last():
+    """The memos are bounded (a worker outgrowing its memory budget is replaced, memos and all): past its bound
+    the entry used longest ago goes, a hit counting as a use."""
+    import collections
+
+    import oatest_tvm_memo as M
+
+    memo = collections.OrderedDict()
+    for key in ("a", "b", "a", "c"):
+        memo.setdefault(key, key)
+        M.used(memo, key, 2)
+    assert list(memo) == ["a", "c"]
