@@ -175,6 +175,10 @@ pub fn hostable_pass(pass: &str) -> bool {
     !UNHOSTED.get_or_init(|| Pipeline::embedded().unhosted).iter().any(|p| p == pass)
 }
 
+/// A configuration option the runner reads (triage's checks of an error raised in a pass): the run stops, with an
+/// error of its own, once the named pass ran for the last time without raising (python/oatest_tvm.py STOP_AFTER).
+pub const STOP_AFTER: &str = "oatest.stop_after";
+
 /// The configuration pass a runner error was raised in: the runner's PassInstrument names the outermost pipeline
 /// or inserted pass running when the exception came out, as the message's prefix `[raised in PASS] `.
 pub fn raised_in(message: &str) -> Option<&str> {
@@ -220,7 +224,8 @@ mod embedded {
                 package: "tvm",
                 install: "apache-tvm",
                 sources: super::RUNNER_SOURCES,
-                options: false,
+                // the runner reads one option, STOP_AFTER
+                options: true,
             };
             Ok(TvmTarget(Runner::load(spec)?))
         }
