@@ -122,7 +122,7 @@ def _unloadable(path: str):
     about 120 KiB a build, which made the worker reach its memory budget sooner."""
     try:
         return tvm_ffi.load_module(path, keep_module_alive=False)
-    except TypeError:  # a tvm_ffi without the option (older apache-tvm wheels)
+    except (AttributeError, TypeError):  # a tvm_ffi without it (older apache-tvm wheels)
         return tvm.runtime.load_module(path)
 
 

@@ -39,6 +39,8 @@ def used(memo: OrderedDict, key, most: int) -> None:
     memo.move_to_end(key)
     while len(memo) > most:
         memo.popitem(last=False)
+
+
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
 # constant arguments (apache-tvm before 0.27, as with --also-tvm, names them relax.Constant and relax.StringImm)
 _CONSTANTS = tuple(
