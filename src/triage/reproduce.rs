@@ -430,10 +430,11 @@ impl<'w> Reproducer<'w> {
         // an error, crash or hang is judged on the culprits' run alone: a candidate that loses it (most of a
         // reduction's) needs no reference run, and an error raised in a pass no run past that pass (TVM's
         // STOP_AFTER; where the error shows, the run is the whole one)
-        let mut until = config.clone();
-        until.options.extend(self.raised_in().map(|p| (crate::compiler::tvm::STOP_AFTER.to_string(), p)));
-        let early = (self.finding.symptom != Symptom::Inconsistency)
-            .then(|| Outcome { config: config.clone(), ..self.run(&model, &case.feeds, &until) });
+        let early = (self.finding.symptom != Symptom::Inconsistency).then(|| {
+            let mut until = config.clone();
+            until.options.extend(self.raised_in().map(|p| (crate::compiler::tvm::STOP_AFTER.to_string(), p)));
+            Outcome { config: config.clone(), ..self.run(&model, &case.feeds, &until) }
+        });
         if early.as_ref().is_some_and(|o| self.classify(o, None) != Probe::Symptom) {
             return None;
         }
