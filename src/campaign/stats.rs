@@ -191,7 +191,8 @@ impl Stats {
     }
 
     /// Counts one executed test; true when it is one of the first [`INVALID_EXAMPLES`] invalid tests (whose
-    /// message `invalid_examples` keeps, and which the campaign saves under `invalid/`).
+    /// message `invalid_examples` keeps), or of the first of its variation kind's: the campaign saves it under
+    /// `invalid/`.
     /// `fired`: the passes it fired (sorted, each once); `elapsed`: campaign seconds now (for `first_fired_sec`).
     pub fn record(
         &mut self,
@@ -242,7 +243,10 @@ impl Stats {
             e[0] += 1;
             e[1] += target_fired as u64;
             e[2] += !j.verdicts.is_empty() as u64;
-            *self.variations_invalid.entry(v.to_string()).or_default() += !j.valid as u64;
+            let invalid = self.variations_invalid.entry(v.to_string()).or_default();
+            // each kind's first invalid tests are saved too, so a kind's validity can be read from its examples
+            example |= !j.valid && j.invalid_reason.is_some() && *invalid < INVALID_EXAMPLES as u64;
+            *invalid += !j.valid as u64;
         }
         example
     }
@@ -330,5 +334,22 @@ mod tests {
         st.record(5, &[], &[], &invalid, Some("P"), &["dtype"], 1.0);
         assert_eq!((st.variations["dtype"], st.variations_invalid["dtype"]), ([1, 0, 0], 1));
         assert_eq!(st.variations_invalid["extra-reader"], 0);
+    }
+
+    /// Past the campaign's first invalid tests, each variation kind's first ones are still saved under invalid/.
+    #[test]
+    fn each_variation_kinds_first_invalid_tests_are_saved() {
+        use super::INVALID_EXAMPLES;
+        use crate::compiler::{Config, Outcome, Status};
+        let mut st = Stats::default();
+        let invalid = Judgement { valid: false, invalid_reason: Some("reference-error".into()), verdicts: Vec::new() };
+        let o = [Outcome::failed(&Config::parse("disable").unwrap(), Status::Ok, 1.0)];
+        let saved = |st: &mut Stats, n: u64, kinds: &[&str]| {
+            (0..n).filter(|&i| st.record(i, &o, &[], &invalid, None, kinds, 1.0)).count()
+        };
+        assert_eq!(saved(&mut st, 2 * INVALID_EXAMPLES as u64, &[]), INVALID_EXAMPLES);
+        assert_eq!(saved(&mut st, 2 * INVALID_EXAMPLES as u64, &["attr"]), INVALID_EXAMPLES, "attr's first ones");
+        assert_eq!(saved(&mut st, 3, &["attr", "dtype"]), 3, "dtype's first ones");
+        assert_eq!(st.invalid_examples.len(), INVALID_EXAMPLES, "stats.json keeps the campaign's first ones");
     }
 }

@@ -49,20 +49,27 @@ fn enum_values(op: &str, name: &str) -> &'static [&'static str] {
     }
 }
 
-/// Attributes an op may leave at their default, with that default: written with another value, they are a case
-/// the pattern never had.
-fn defaults(op: &str) -> &'static [(&'static str, Attr)] {
-    const POOL: &[(&str, Attr)] = &[("ceil_mode", Attr::Int(0)), ("count_include_pad", Attr::Int(0))];
-    const GEMM: &[(&str, Attr)] = &[("transA", Attr::Int(0)), ("transB", Attr::Int(0))];
-    const REDUCE: &[(&str, Attr)] = &[("keepdims", Attr::Int(1))];
+/// Attributes an `op` node may leave at their default at ai.onnx `opset`, with that default: written with another
+/// value, they are a case the pattern never had. Only attributes the op's schema has at that opset (MaxPool has no
+/// `count_include_pad`, and neither pool has `ceil_mode` before opset 10: ORT rejects the model).
+fn defaults(op: &str, opset: i64) -> Vec<(&'static str, Attr)> {
+    let mut out = Vec::new();
     match op {
-        "AveragePool" | "MaxPool" => POOL,
-        "Gemm" => GEMM,
-        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL2" | "ReduceSumSquare" => {
-            REDUCE
+        "AveragePool" | "MaxPool" => {
+            if opset >= 10 {
+                out.push(("ceil_mode", Attr::Int(0)));
+            }
+            if op == "AveragePool" && opset >= 7 {
+                out.push(("count_include_pad", Attr::Int(0)));
+            }
         }
-        _ => &[],
+        "Gemm" => out.extend([("transA", Attr::Int(0)), ("transB", Attr::Int(0))]),
+        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL2" | "ReduceSumSquare" => {
+            out.push(("keepdims", Attr::Int(1)))
+        }
+        _ => {}
     }
+    out
 }
 
 /// The other legal values of attribute `name` = `a` of an `op` node whose first input has rank `rank`.
@@ -118,9 +125,10 @@ pub(super) fn reattributed(p: &Pattern, tag: u64) -> Option<Pattern> {
     for id in g.node_ids() {
         let n = g.node(id);
         let rank = n.inputs.first().and_then(|v| types.get(v)).and_then(|t| t.shape.as_ref()).map(|s| s.len() as i64);
-        let absent = defaults(&n.op.name).iter().filter(|(k, _)| !n.attrs.contains_key(*k));
+        let opset = if matches!(n.op.domain.as_str(), "" | "ai.onnx") { p.model.opset() } else { 0 };
+        let absent = defaults(&n.op.name, opset).into_iter().filter(|(k, _)| !n.attrs.contains_key(*k));
         let present = n.attrs.iter().map(|(k, a)| (k.as_str(), a.clone()));
-        for (name, a) in present.chain(absent.map(|(k, a)| (*k, a.clone()))) {
+        for (name, a) in present.chain(absent) {
             let alts = alternatives(&n.op.name, name, &a, rank);
             choices.extend(alts.into_iter().map(|alt| (id, name.to_string(), alt)));
         }
@@ -157,4 +165,20 @@ pub(super) fn retype_outputs(q: &mut Pattern) -> Option<()> {
         port.ty = ty;
     }
     Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::defaults;
+
+    /// A review of invalid attr variants: MaxPool was given `count_include_pad`, which only AveragePool has, and
+    /// ORT refuses the model ("Unrecognized attribute"); `ceil_mode` only exists from opset 10.
+    #[test]
+    fn absent_attributes_are_only_those_the_ops_schema_has_at_the_models_opset() {
+        let names = |op, opset| defaults(op, opset).into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(names("MaxPool", 13), ["ceil_mode"]);
+        assert_eq!(names("AveragePool", 13), ["ceil_mode", "count_include_pad"]);
+        assert_eq!(names("AveragePool", 9), ["count_include_pad"]);
+        assert!(names("MaxPool", 9).is_empty());
+    }
 }

@@ -17,6 +17,7 @@ pub mod enablers;
 pub mod fresh;
 pub mod holds;
 mod load;
+mod memo;
 mod parts;
 pub mod perturb;
 mod platform;
@@ -409,7 +410,7 @@ pub fn triage_dir(
     // a long-lived worker's history (the runner's caches) can hide what a fresh process shows: a finding whose
     // symptom did not come back is triaged once more in a fresh worker process
     if !all[0].0.confirmed && r.finding.symptom != Symptom::Hang {
-        r.worker.fresh();
+        r.fresh();
         let mut again = triage_all(&mut r, limits);
         if again[0].0.confirmed {
             let note = "confirmed in a fresh worker process (the first one's did not show it)";

@@ -52,12 +52,15 @@ pub struct Reproducer<'w> {
     level_passes: Option<(Config, Vec<String>)>,
     /// Whether the finding's symptom is a value its optimized graph reads but nothing defines.
     pub(super) dangling: Dangling,
+    /// The outcomes of this worker process's runs so far.
+    pub(super) memo: super::memo::Memo,
 }
 
 impl<'w> Reproducer<'w> {
     pub fn new(worker: &'w mut Worker, oracle: Oracle, finding: Finding, semantic: Option<&'w mut Semantic>) -> Self {
         let dangling = Default::default();
-        Reproducer { worker, oracle, finding, runs: 0, semantic, keep_class: None, level_passes: None, dangling }
+        let memo = Default::default();
+        Reproducer { worker, oracle, finding, runs: 0, semantic, keep_class: None, level_passes: None, dangling, memo }
     }
 
     /// [`Self::classify_case`] of the whole `case`, with the semantic reference's run of it (or why there is none).
@@ -154,15 +157,6 @@ impl<'w> Reproducer<'w> {
     pub fn shape_contradiction(&mut self, case: &Case) -> Option<String> {
         let model = onnx::encode_model(&case.model);
         self.semantic.as_mut()?.shape_contradiction(&model, &case.feeds)
-    }
-
-    /// Runs `model` under `config` with the finding's worker, counting the run.
-    pub fn run(&mut self, model: &[u8], feeds: &[NamedTensor], config: &Config) -> Outcome {
-        self.runs += 1;
-        match self.saving(config) {
-            Some(saving) => self.worker.run(model, feeds, &saving),
-            None => self.worker.run(model, feeds, config),
-        }
     }
 
     /// The configuration with only `enabled` of the fired passes on.
@@ -417,7 +411,7 @@ impl<'w> Reproducer<'w> {
     ) -> usize {
         (0..n)
             .filter(|_| {
-                self.worker.fresh();
+                self.fresh();
                 let o = self.run(model, feeds, config);
                 self.classify(&o, reference) == Probe::Symptom
             })
