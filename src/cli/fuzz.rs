@@ -104,9 +104,10 @@ pub struct FuzzArgs {
     /// ops accept, throughout (float-only tests, int32 and int64 bugs); `attr` gives one attribute of one pattern
     /// node another legal value (an axis's other sign, a flag, a padding mode, pads, strides, a perm, an
     /// epsilon); `per-axis` makes a per-tensor quantization scale per-axis on one axis of the values it
-    /// quantizes. stats.json `variations` counts tests, target-pass firings (the rest are near misses) and
-    /// findings per kind, `variations_invalid` its invalid tests.
-    #[arg(long, value_name = "KIND", value_parser = ["extra-reader", "dtype", "attr", "per-axis"])]
+    /// quantizes; `constant` makes one initializer an input the splice feeds (where any value is valid: a pass
+    /// that needs a constant must leave it) or a Constant node. stats.json `variations` counts tests, target-pass
+    /// firings (the rest are near misses) and findings per kind, `variations_invalid` its invalid tests.
+    #[arg(long, value_name = "KIND", value_parser = ["extra-reader", "dtype", "attr", "per-axis", "constant"])]
     pub vary: Vec<String>,
     /// Run the K-th of N disjoint slices of the campaign (test ids = K mod N; `--tests` counts the whole
     /// campaign); `oatest merge` joins the shards' run directories.

@@ -171,6 +171,10 @@ pub fn infer_scoped(
             record(g, node, out, &mut types)?;
             continue;
         }
+        if let Some(t) = constant_type(node) {
+            record(g, node, vec![t], &mut types)?;
+            continue;
+        }
         let Some(spec) = lookup(&node.op.domain, &node.op.name) else {
             if strict {
                 return Err(CheckError::UnknownOp { node: node.name.clone(), op: node.op.to_string() });
@@ -188,6 +192,23 @@ pub fn infer_scoped(
         record(g, node, out, &mut types)?;
     }
     Ok(types)
+}
+
+/// The type of an ai.onnx Constant node's value (none for a sparse or string-less form it cannot tell). The
+/// catalog has no Constant op to generate; a pattern variant writes its constants as Constant nodes.
+fn constant_type(node: &Node) -> Option<TensorType> {
+    if node.op.name != "Constant" || !matches!(node.op.domain.as_str(), "" | "ai.onnx") || node.outputs.len() != 1 {
+        return None;
+    }
+    let (name, a) = node.attrs.iter().next().filter(|_| node.attrs.len() == 1)?;
+    match (name.as_str(), a) {
+        ("value", Attr::Tensor(t)) => Some(t.ty()),
+        ("value_float", Attr::Float(_)) => Some(TensorType::new(DType::F32, &[])),
+        ("value_floats", Attr::Floats(v)) => Some(TensorType::new(DType::F32, &[v.len()])),
+        ("value_int", Attr::Int(_)) => Some(TensorType::new(DType::I64, &[])),
+        ("value_ints", Attr::Ints(v)) => Some(TensorType::new(DType::I64, &[v.len()])),
+        _ => None,
+    }
 }
 
 /// Records a node's inferred output types, checking them against declared ones.

@@ -94,13 +94,16 @@ pub fn splice_varied(
     point: Option<usize>,
     vary: &[Variation],
 ) -> Result<(Model, SpliceInfo), Refused> {
-    // variations: another value of one attribute; the pattern in another element type its ops accept
+    // variations: another value of one attribute, per-axis quantization, the pattern in another element type its
+    // ops accept, one constant in another form
     let reattributed = vary.contains(&Variation::Attr).then(|| super::vary_attrs::reattributed(p, tag)).flatten();
     let p = reattributed.as_ref().unwrap_or(p);
     let per_axis = vary.contains(&Variation::PerAxis).then(|| super::vary_axis::per_axis(p, tag)).flatten();
     let p = per_axis.as_ref().unwrap_or(p);
     let retyped = vary.contains(&Variation::Dtype).then(|| super::vary::retyped(p, tag)).flatten();
     let p = retyped.as_ref().unwrap_or(p);
+    let reformed = vary.contains(&Variation::Constant).then(|| super::vary_const::reformed(p, tag)).flatten();
+    let p = reformed.as_ref().unwrap_or(p);
     let g = &seed.graph;
     // a seed written at an older opset: its older-form nodes (of an earlier own-opset pattern) by declarations
     let types = check_graph(&crate::ops::since::typed_at(g, seed.opset()), false)
@@ -116,6 +119,9 @@ pub fn splice_varied(
     }
     if per_axis.is_some() {
         info.variations.push(Variation::PerAxis);
+    }
+    if reformed.is_some() {
+        info.variations.push(Variation::Constant);
     }
     let preceding = preceding(g, &order, k, &types);
     let pg = &p.model.graph;

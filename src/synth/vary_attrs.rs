@@ -129,7 +129,12 @@ pub(super) fn reattributed(p: &Pattern, tag: u64) -> Option<Pattern> {
         let absent = defaults(&n.op.name, opset).into_iter().filter(|(k, _)| !n.attrs.contains_key(*k));
         let present = n.attrs.iter().map(|(k, a)| (k.as_str(), a.clone()));
         for (name, a) in present.chain(absent) {
-            let alts = alternatives(&n.op.name, name, &a, rank);
+            let mut alts = alternatives(&n.op.name, name, &a, rank);
+            // negative axes only exist from opset 11 (Flatten's axis -5 at opset 10: ORT refused the model)
+            if p.model.opset() < 11 {
+                alts.retain(|alt| !matches!(alt, Attr::Int(v) if name == "axis" && *v < 0));
+                alts.retain(|alt| !matches!(alt, Attr::Ints(v) if name == "axes" && v.iter().any(|x| *x < 0)));
+            }
             choices.extend(alts.into_iter().map(|alt| (id, name.to_string(), alt)));
         }
     }
