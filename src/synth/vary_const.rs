@@ -62,8 +62,9 @@ fn any_value(g: &Graph, name: &str) -> bool {
 }
 
 /// For [`CONSTANT_SHARE`] of the tags: pattern `p` with one initializer as an open input (two thirds of the time,
-/// when one may be) or as a Constant node; None for the other tags, or when the pattern has no initializer read by
-/// a node (one that is also a pattern input stays: it is open already).
+/// when one may be; always for ONNX Runtime's patterns) or as a Constant node (not for ONNX Runtime's); None for the
+/// other tags, or when the pattern has no initializer read by a node (one that is also a pattern input stays: it is
+/// open already).
 pub(super) fn reformed(p: &Pattern, tag: u64) -> Option<Pattern> {
     let mut vrng = Rng::seed_from_u64(tag ^ 0x0c05_7a07_0000_0006);
     if !vrng.random_bool(CONSTANT_SHARE) {
@@ -82,7 +83,13 @@ pub(super) fn reformed(p: &Pattern, tag: u64) -> Option<Pattern> {
         .filter(|v| g.initializers[*v].dtype.is_float() && g.initializers[*v].numel() <= MAX_ELEMENTS)
         .filter(|v| any_value(g, v))
         .collect();
-    let form = if !open.is_empty() && vrng.random_bool(2.0 / 3.0) { Form::Input } else { Form::Node };
+    // ONNX Runtime makes every Constant node an initializer when it loads a model: for its patterns that form
+    // would only repeat the pattern's own test
+    let node_form = p.meta.compiler != "ort";
+    let form = if !open.is_empty() && (!node_form || vrng.random_bool(2.0 / 3.0)) { Form::Input } else { Form::Node };
+    if form == Form::Node && !node_form {
+        return None;
+    }
     let name = match form {
         Form::Input => open.choose(&mut vrng)?,
         Form::Node => read.choose(&mut vrng)?,
