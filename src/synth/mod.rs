@@ -57,3 +57,5 @@ pub struct SpliceInfo {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_vary;
