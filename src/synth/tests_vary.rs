@@ -7,25 +7,31 @@ use crate::graph::{DType, Graph, Node, OpId};
 use crate::ops::{check_graph, Rng};
 use rand::SeedableRng;
 
+/// A pattern of one `op` node (`in` -> `out`, both f32[2, 3], attributes `attrs`) written at ai.onnx `opset`.
+fn one_node(op: &str, attrs: &[(&str, crate::graph::Attr)], opset: i64) -> crate::pattern::Pattern {
+    let ty = t(DType::F32, &[2, 3]);
+    let mut p = pattern(ty.clone());
+    let mut g = Graph::new("p");
+    g.add_input("in", ty.clone());
+    let mut n = Node::new(op.to_lowercase(), OpId::onnx(op), vec!["in".into()], vec!["out".into()]);
+    for (k, a) in attrs {
+        n = n.with_attr(k, a.clone());
+    }
+    g.add_node(n).unwrap();
+    g.add_output("out", ty);
+    p.model.graph = g;
+    p.model.opsets.insert(String::new(), opset);
+    p
+}
+
 /// Clip at opset 11 has CPU kernels for float and float16 only (its schema allows float64 too): a dtype variant
 /// there takes no other type, where at opset 13 it may (invalid tests of a 5-minute run: "Could not find an
 /// implementation for Clip(11)").
 #[test]
 fn a_dtype_variant_keeps_clip_11_on_the_types_its_kernels_take() {
-    let ty = t(DType::F32, &[2, 3]);
-    let clip_at = |opset: i64| {
-        let mut p = pattern(ty.clone());
-        let mut g = Graph::new("p");
-        g.add_input("in", ty.clone());
-        g.add_node(Node::new("clip", OpId::onnx("Clip"), vec!["in".into()], vec!["out".into()])).unwrap();
-        g.add_output("out", ty.clone());
-        p.model.graph = g;
-        p.model.opsets.insert(String::new(), opset);
-        p
-    };
     let mut seen: std::collections::HashMap<i64, Vec<DType>> = Default::default();
     for opset in [11, 13] {
-        let p = clip_at(opset);
+        let p = one_node("Clip", &[], opset);
         for s in 0..400 {
             let Some(q) = super::vary::retyped(&p, s) else { continue };
             seen.entry(opset).or_default().push(q.model.graph.tensor_type("out").unwrap().dtype);
@@ -41,21 +47,9 @@ fn a_dtype_variant_keeps_clip_11_on_the_types_its_kernels_take() {
 fn an_attr_variant_writes_no_negative_axis_below_opset_11() {
     use super::vary::Variation;
     use crate::graph::Attr;
-    let ty = t(DType::F32, &[2, 3]);
-    let at = |opset: i64| {
-        let mut p = pattern(ty.clone());
-        let mut g = Graph::new("p");
-        g.add_input("in", ty.clone());
-        let f = Node::new("fl", OpId::onnx("Flatten"), vec!["in".into()], vec!["out".into()]);
-        g.add_node(f.with_attr("axis", Attr::Int(1))).unwrap();
-        g.add_output("out", t(DType::F32, &[2, 3]));
-        p.model.graph = g;
-        p.model.opsets.insert(String::new(), opset);
-        p
-    };
     let mut axes: std::collections::HashMap<i64, std::collections::BTreeSet<i64>> = Default::default();
     for opset in [10, 13] {
-        let p = at(opset);
+        let p = one_node("Flatten", &[("axis", Attr::Int(1))], opset);
         for s in 0..400 {
             let Ok((m, info)) = splice_varied(&seed(), &p, &mut Rng::seed_from_u64(s), s, Some(1), &[Variation::Attr])
             else {
@@ -64,7 +58,7 @@ fn an_attr_variant_writes_no_negative_axis_below_opset_11() {
             if info.variations.is_empty() {
                 continue;
             }
-            let fl = m.graph.node_ids().map(|id| m.graph.node(id)).find(|n| n.name == format!("p{s}_fl")).unwrap();
+            let fl = m.graph.node_ids().map(|id| m.graph.node(id)).find(|n| n.name == format!("p{s}_flatten")).unwrap();
             let Attr::Int(a) = fl.attrs["axis"] else { panic!("axis") };
             axes.entry(opset).or_default().insert(a);
         }

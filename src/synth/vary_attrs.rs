@@ -73,19 +73,28 @@ fn defaults(op: &str, opset: i64) -> Vec<(&'static str, Attr)> {
 }
 
 /// The other legal values of attribute `name` = `a` of an `op` node whose first input has rank `rank`.
-fn alternatives(op: &str, name: &str, a: &Attr, rank: Option<i64>) -> Vec<Attr> {
+/// `negative`: whether the opset has negative axes (from 11; Flatten's axis -5 at opset 10: ORT refused the model).
+fn alternatives(op: &str, name: &str, a: &Attr, rank: Option<i64>, negative: bool) -> Vec<Attr> {
     let spatial = |v: &[i64], x: i64| Attr::Ints(vec![x; v.len()]);
     match a {
         Attr::Int(v) if FLAGS.contains(&name) => vec![Attr::Int(1 - v.clamp(&0, &1))],
         Attr::Int(v) if name == "axis" => match rank {
             Some(r) if r > 0 => {
                 let same = if *v >= 0 { v - r } else { v + r };
-                std::iter::once(same).chain((0..r).filter(|x| x != v && *x != v + r)).map(Attr::Int).collect()
+                let others = (0..r).filter(|x| x != v && *x != v + r);
+                std::iter::once(same).chain(others).filter(|x| negative || *x >= 0).map(Attr::Int).collect()
             }
             _ => Vec::new(),
         },
         Attr::Ints(v) if name == "axes" => match rank {
-            Some(r) => vec![Attr::Ints(v.iter().map(|&x| if x >= 0 { x - r } else { x }).collect())],
+            Some(r) => {
+                let other: Vec<i64> = v.iter().map(|&x| if x >= 0 { x - r } else { x }).collect();
+                if negative || other.iter().all(|&x| x >= 0) {
+                    vec![Attr::Ints(other)]
+                } else {
+                    Vec::new()
+                }
+            }
             None => Vec::new(),
         },
         Attr::Ints(v) if name == "perm" && v.len() > 1 => {
@@ -129,12 +138,7 @@ pub(super) fn reattributed(p: &Pattern, tag: u64) -> Option<Pattern> {
         let absent = defaults(&n.op.name, opset).into_iter().filter(|(k, _)| !n.attrs.contains_key(*k));
         let present = n.attrs.iter().map(|(k, a)| (k.as_str(), a.clone()));
         for (name, a) in present.chain(absent) {
-            let mut alts = alternatives(&n.op.name, name, &a, rank);
-            // negative axes only exist from opset 11 (Flatten's axis -5 at opset 10: ORT refused the model)
-            if p.model.opset() < 11 {
-                alts.retain(|alt| !matches!(alt, Attr::Int(v) if name == "axis" && *v < 0));
-                alts.retain(|alt| !matches!(alt, Attr::Ints(v) if name == "axes" && v.iter().any(|x| *x < 0)));
-            }
+            let alts = alternatives(&n.op.name, name, &a, rank, p.model.opset() >= 11);
             choices.extend(alts.into_iter().map(|alt| (id, name.to_string(), alt)));
         }
     }
