@@ -49,6 +49,19 @@ fn a_fusion_fires_and_a_configuration_disables_it() {
     assert!(verdict["judgement"]["verdicts"].as_array().unwrap().is_empty(), "fusions keep the results: {verdict}");
 }
 
+#[test]
+fn the_checker_blames_no_fusion_for_a_model_it_refused_before_optimizing() {
+    // the default domain spelled `ai.onnx`: ORT runs it, onnx.checker refuses it before any fusion ran
+    let model = data("gelu_layernorm_ai_onnx.onnx");
+    let args = ["run", model.to_str().unwrap(), "--target", "ort-transformers", "--json", "--judge", "--jobs", "1"];
+    let rows = rows(&oatest_faulty(&[&args[..], &["--config", "disable", "--config", "basic"][..]].concat()));
+    let basic = rows.iter().find(|r| r["config"] == "basic").unwrap_or_else(|| panic!("no basic: {rows:?}"));
+    assert_eq!(basic["status"], "ok", "{basic}");
+    assert!(strings(&basic["passes_fired"]).contains("FusionGelu"), "{basic}");
+    let verdict = rows.last().unwrap();
+    assert!(verdict["judgement"]["verdicts"].as_array().unwrap().is_empty(), "no finding: {verdict}");
+}
+
 /// `oatest reduce` on a faulty model: the bug directory's bug.json, and repro.py's exit status and output.
 fn reduce(model: &str, out: &Path) -> (serde_json::Value, Option<i32>, String) {
     let o = oatest_faulty(&[
