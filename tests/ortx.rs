@@ -163,3 +163,38 @@ fn a_campaign_files_an_injected_fusion_crash_with_its_culprit_and_rotates_model_
         .collect();
     assert!(types.len() >= 2, "findings of several model types: {types:?}");
 }
+
+#[test]
+fn patterns_cut_from_a_whole_model_keep_its_settings_and_fire_their_fusions_spliced_into_seeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    std::fs::create_dir(&lib).unwrap();
+    // a whole model as ORT's transformers tests hand one to optimize_model, with the settings it was optimized with
+    let mut m = oatest::graph::onnx::load(&data("gelu_layernorm.onnx")).unwrap();
+    m.metadata.push(("oatest.model_type".into(), "bert".into()));
+    std::fs::write(lib.join("m.onnx"), oatest::graph::onnx::encode_model(&m)).unwrap();
+    let extract = ["extract", "ort-transformers", "--models", lib.to_str().unwrap(), "--out", lib.to_str().unwrap()];
+    let o = oatest_faulty(&[&extract[..], &["--jobs", "1"][..]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cut: Vec<oatest::pattern::Pattern> = ["FusionGelu", "FusionLayerNormalization"]
+        .iter()
+        .flat_map(|p| std::fs::read_dir(lib.join(p)).unwrap_or_else(|e| panic!("no {p} patterns: {e}")))
+        .map(|e| oatest::pattern::Pattern::load(&e.unwrap().path()).unwrap())
+        .collect();
+    assert!(cut.len() >= 2, "{} patterns", cut.len());
+    for p in &cut {
+        assert_eq!(p.meta.compiler, "ort-transformers");
+        assert!(p.model.metadata.contains(&("oatest.model_type".into(), "bert".into())), "{:?}", p.model.metadata);
+    }
+    assert!(lib.join("m.onnx").exists(), "the whole model stays");
+    let out = dir.path().join("run");
+    let fuzz = ["fuzz", "--target", "ort-transformers", "--patterns", lib.to_str().unwrap(), "--tests", "30"];
+    let o = oatest_faulty(&[&fuzz[..], &["--seed", "3", "--jobs", "1", "--out", out.to_str().unwrap()][..]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stats = json(&out.join("stats.json"));
+    for pass in ["FusionGelu", "FusionLayerNormalization"] {
+        let t = &stats["trigger_by_pass"][pass];
+        assert!(t[1].as_u64().unwrap() > 0, "spliced {pass} tests fire it: {t}");
+        assert!(stats["synth_passes_fired"][pass].as_u64().unwrap() > 0, "{}", stats["synth_passes_fired"]);
+    }
+}

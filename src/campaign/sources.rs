@@ -102,6 +102,78 @@ fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow:
     Ok(RelaxSynthSource::new(s.seed, cfg, usable).with_hosts(hosts))
 }
 
+/// ONNX synthesis from a library's `patterns`: those that still fire at the seeds' opset (checked in workers),
+/// with the `--seeds` models that type-check as further bases.
+fn onnx_synth(
+    s: &Settings,
+    dir: &std::path::Path,
+    cfg: SeedConfig,
+    patterns: Vec<crate::pattern::Pattern>,
+) -> anyhow::Result<SynthSource> {
+    let n = patterns.len();
+    let mut spec = WorkerSpec::new(s.target.first().clone())?;
+    spec.ort_lib = s.ort_lib.clone();
+    let (usable, lost) = crate::synth::usable::usable_ort_patterns(&spec, s.jobs, patterns, cfg.opset)?;
+    let own = usable.iter().filter(|p| p.model.opset() < cfg.opset).count();
+    eprintln!(
+        "{} of {n} patterns in {} still fire at opset {} ({own} of them only at their own older opset, \
+         where their tests are written): synthesizing from them",
+        usable.len(),
+        dir.display(),
+        cfg.opset
+    );
+    if !lost.is_empty() {
+        let list: Vec<String> = lost.iter().map(|(pass, why)| format!("{pass} ({why})")).collect();
+        eprintln!("passes of the library no test targets: {}", list.join(", "));
+    }
+    anyhow::ensure!(!usable.is_empty(), "no usable patterns");
+    let mut synth = SynthSource::new(s.seed, cfg, usable, s.schedule, s.shard.count);
+    synth.vary = s.vary.clone();
+    let (lowered, copies) = synth.lowered_counts();
+    if copies > 0 {
+        eprintln!(
+            "{lowered} of them are also patterns of older opsets ({copies} copies): they also go into the tests \
+             written at those opsets"
+        );
+    }
+    if let Some(dir) = &s.seeds_dir {
+        // seed graphs from --seeds serve as synthesis bases too (those the op catalog can type-check)
+        for f in crate::util::onnx_files(dir)? {
+            match crate::graph::onnx::load(&f) {
+                Ok(m) if crate::ops::check_graph(&m.graph, false).is_ok() => synth.extra_seeds.push(m),
+                Ok(_) => eprintln!("note: {} is not used as a synthesis base (it does not type-check)", f.display()),
+                Err(e) => eprintln!("warning: {e:#}"),
+            }
+        }
+    }
+    Ok(synth)
+}
+
+/// ort-transformers: its library's whole models (granularity `model`) run as they are, and the block and
+/// subgraph patterns `oatest extract ort-transformers` cut from them spliced into seeds (when there are any),
+/// alternating with generated seeds.
+fn ortx_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow::Result<Box<dyn TestSource>> {
+    use crate::pattern::{Granularity, Pattern};
+    let mut models = Vec::new();
+    let mut cut = Vec::new();
+    for f in crate::util::onnx_files(dir)? {
+        match Pattern::load(&f) {
+            Ok(p) if p.meta.granularity != Granularity::Model => cut.push(p),
+            _ => models.push(f),
+        }
+    }
+    anyhow::ensure!(!models.is_empty() || !cut.is_empty(), "{}: no ort-transformers models or patterns", dir.display());
+    eprintln!("{} whole models and {} cut patterns in {}", models.len(), cut.len(), dir.display());
+    let mut parts: Vec<Box<dyn TestSource>> = vec![Box::new(SeedgenSource { seed: s.seed, cfg: cfg.clone() })];
+    if !models.is_empty() {
+        parts.push(Box::new(DirSource::from_files(models, s.seed)));
+    }
+    if !cut.is_empty() {
+        parts.push(Box::new(onnx_synth(s, dir, cfg, cut)?));
+    }
+    Ok(Box::new(Mix(parts)))
+}
+
 /// How many structured patterns a campaign checks as hosts.
 const MAX_HOSTS: usize = 32;
 
@@ -135,60 +207,17 @@ pub fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
     }
     let gen: Box<dyn TestSource> = match (s.mode, &s.patterns) {
         (Mode::Synth, Some(dir)) if s.target.is(TargetKind::Tvm) => Box::new(relax_source(s, dir, cfg.clone())?),
-        // ort-transformers: the models ORT's optimizer tests optimize (patterns/ort-transformers, whole models
-        // with their model type) with fresh inputs per test, alternating with generated seeds; splicing them
-        // into seeds is not built for this target
-        (Mode::Synth, Some(dir)) if s.target.is(TargetKind::OrtTransformers) => {
-            let models = DirSource::new(dir, s.seed)?;
-            eprintln!("{} pattern models in {}: alternating with generated seeds", models.len(), dir.display());
-            Box::new(Mix(vec![Box::new(SeedgenSource { seed: s.seed, cfg: cfg.clone() }), Box::new(models)]))
-        }
+        // ort-transformers: the whole models ORT's optimizer tests optimize, with fresh inputs per test, and the
+        // patterns cut from them spliced into seeds, alternating with generated seeds
+        (Mode::Synth, Some(dir)) if s.target.is(TargetKind::OrtTransformers) => ortx_source(s, dir, cfg.clone())?,
         (Mode::Synth, Some(dir)) => {
             let first = s.target.first().name();
             let (patterns, bad) = crate::pattern::load_library(dir, first)?;
             for b in bad.iter().take(5) {
                 eprintln!("warning: skipped {b}");
             }
-            let n = patterns.len();
-            anyhow::ensure!(n > 0, "{}: no {first} patterns", dir.display());
-            let mut spec = WorkerSpec::new(s.target.first().clone())?;
-            spec.ort_lib = s.ort_lib.clone();
-            let (usable, lost) = crate::synth::usable::usable_ort_patterns(&spec, s.jobs, patterns, cfg.opset)?;
-            let own = usable.iter().filter(|p| p.model.opset() < cfg.opset).count();
-            eprintln!(
-                "{} of {n} patterns in {} still fire at opset {} ({own} of them only at their own older opset, \
-                 where their tests are written): synthesizing from them",
-                usable.len(),
-                dir.display(),
-                cfg.opset
-            );
-            if !lost.is_empty() {
-                let list: Vec<String> = lost.iter().map(|(pass, why)| format!("{pass} ({why})")).collect();
-                eprintln!("passes of the library no test targets: {}", list.join(", "));
-            }
-            anyhow::ensure!(!usable.is_empty(), "no usable patterns");
-            let mut synth = SynthSource::new(s.seed, cfg, usable, s.schedule, s.shard.count);
-            synth.vary = s.vary.clone();
-            let (lowered, copies) = synth.lowered_counts();
-            if copies > 0 {
-                eprintln!(
-                    "{lowered} of them are also patterns of older opsets ({copies} copies): they also go into the \
-                     tests written at those opsets"
-                );
-            }
-            if let Some(dir) = &s.seeds_dir {
-                // seed graphs from --seeds serve as synthesis bases too (those the op catalog can type-check)
-                for f in crate::util::onnx_files(dir)? {
-                    match crate::graph::onnx::load(&f) {
-                        Ok(m) if crate::ops::check_graph(&m.graph, false).is_ok() => synth.extra_seeds.push(m),
-                        Ok(_) => {
-                            eprintln!("note: {} is not used as a synthesis base (it does not type-check)", f.display())
-                        }
-                        Err(e) => eprintln!("warning: {e:#}"),
-                    }
-                }
-            }
-            Box::new(synth)
+            anyhow::ensure!(!patterns.is_empty(), "{}: no {first} patterns", dir.display());
+            Box::new(onnx_synth(s, dir, cfg.clone(), patterns)?)
         }
         _ => Box::new(SeedgenSource { seed: s.seed, cfg }),
     };

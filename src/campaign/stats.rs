@@ -100,6 +100,10 @@ pub struct Stats {
     pub near_misses: u64,
     /// For each target pass: [tests carrying it, tests in which it fired].
     pub trigger_by_pass: BTreeMap<String, [u64; 2]>,
+    /// Pass -> synthesized tests (those with a target pass) it fired in: what splicing reaches, apart from the
+    /// seeds and whole models a campaign also runs.
+    #[serde(default)]
+    pub synth_passes_fired: BTreeMap<String, u64>,
     /// For each variation kind (`--vary`, `synth::vary`): [tests with it, tests in which their target pass still
     /// fired, findings among them]; the other tests are the patterns as their tests wrote them.
     #[serde(default)]
@@ -229,6 +233,11 @@ impl Stats {
         let target_fired = target_pass.is_some_and(|tp| fired.iter().any(|f| f == tp));
         let near_miss = target_pass.is_some() && !target_fired && !variations.is_empty();
         self.near_misses += near_miss as u64;
+        if target_pass.is_some() {
+            for p in fired {
+                *self.synth_passes_fired.entry(p.to_string()).or_default() += 1;
+            }
+        }
         if let Some(tp) = target_pass.filter(|_| !near_miss) {
             self.tests_with_target_pass += 1;
             let e = self.trigger_by_pass.entry(tp.to_string()).or_default();

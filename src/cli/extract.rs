@@ -1,6 +1,7 @@
-//! `oatest extract ort` / `oatest extract tvm`: cut verified optimization-aware patterns from captured graphs
-//! into a pattern library.
+//! `oatest extract ort` / `oatest extract ort-transformers` / `oatest extract tvm`: cut verified
+//! optimization-aware patterns from captured graphs into a pattern library.
 
+use crate::compiler::TargetKind;
 use crate::pattern::library::{extract_ort, extract_tvm, OrtExtraction, TvmExtraction};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -9,6 +10,10 @@ use std::path::PathBuf;
 pub enum ExtractCmd {
     /// From ONNX Runtime's optimizer test models.
     Ort(OrtArgs),
+    /// From the whole models of ort-transformers' library (what ORT's transformers tests hand to
+    /// `optimize_model`, captured by python/oatest_ortx_extract.py): block and subgraph patterns of each fusion,
+    /// written beside them, each still firing its fusion in the Python optimizer under its model's settings.
+    OrtTransformers(OrtxArgs),
     /// From TVM's Relax transform tests (tests/python/relax/test_transform_*.py), run with a capture plugin.
     Tvm(TvmArgs),
 }
@@ -33,6 +38,18 @@ pub struct TvmArgs {
     /// Which test files of a --tests directory run (file-name patterns with `*`; repeatable).
     #[arg(long = "include", default_value = "test_transform*.py")]
     pub include: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct OrtxArgs {
+    /// A directory searched recursively for whole-model patterns (and models) to cut from.
+    #[arg(long, default_value = "patterns/ort-transformers")]
+    pub models: PathBuf,
+    /// The pattern library to (re)write: its cut patterns are replaced, its whole models left alone.
+    #[arg(long, default_value = "patterns/ort-transformers")]
+    pub out: PathBuf,
+    #[arg(long)]
+    pub jobs: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -80,7 +97,24 @@ impl OrtArgs {
             ort_lib: self.ort.ort_lib,
             repair: !self.no_repair,
             upgrade_opset: (self.upgrade_opset > 0).then_some(self.upgrade_opset),
+            target: TargetKind::Ort,
         })
+    }
+}
+
+impl OrtxArgs {
+    fn config(self) -> OrtExtraction {
+        OrtExtraction {
+            models: Some(self.models),
+            pytest: None,
+            python: None,
+            out: self.out,
+            jobs: self.jobs,
+            ort_lib: None,
+            repair: false,
+            upgrade_opset: None,
+            target: TargetKind::OrtTransformers,
+        }
     }
 }
 
@@ -100,6 +134,7 @@ impl TvmArgs {
 pub fn run(cmd: ExtractCmd) -> anyhow::Result<()> {
     match cmd {
         ExtractCmd::Ort(a) => println!("{}", extract_ort(&a.config()?)?),
+        ExtractCmd::OrtTransformers(a) => println!("{}", extract_ort(&a.config())?),
         ExtractCmd::Tvm(a) => println!("{}", extract_tvm(&a.config())?),
     }
     Ok(())

@@ -122,6 +122,9 @@ impl Runner {
         })
     }
 
+    /// The option naming the file a runner that takes options saves its optimized model to.
+    pub const SAVE_OPTIMIZED: &'static str = "oatest.save_optimized";
+
     /// Runs `model` under `config`.
     pub fn run(&self, model: &[u8], inputs: &[NamedTensor], config: &Config) -> Outcome {
         let start = std::time::Instant::now();
@@ -137,7 +140,12 @@ impl Runner {
             let run = self.module.bind(py).getattr("run")?;
             let (model, level, disabled) = (PyBytes::new(py, model), config.level.name(), config.disabled.clone());
             let r = if self.spec.options {
-                run.call1((model, wire, level, disabled, config.threads, config.options.clone()))?
+                // where to save the optimizer's output model (extraction diffs it), as one more option
+                let mut options = config.options.clone();
+                if let Some(p) = &config.save_optimized {
+                    options.push((Self::SAVE_OPTIMIZED.into(), p.display().to_string()));
+                }
+                run.call1((model, wire, level, disabled, config.threads, options))?
             } else {
                 run.call1((model, wire, level, disabled, config.threads))?
             };

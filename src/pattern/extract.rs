@@ -3,7 +3,7 @@
 //! find the rewritten region, cut block- and subgraph-level patterns, and keep those that, closed with fresh
 //! graph inputs, still fire their pass.
 
-use super::{abstract_type, structural_key, Granularity, Pattern, PatternMeta, Port, Provenance, FORMAT};
+use super::{abstract_type, structural_key, Granularity, Pattern, PatternMeta, Port, Provenance, FORMAT, META_KEY};
 pub use crate::compiler::rules::container_of;
 use crate::compiler::rules::RULE_CONTAINERS;
 use crate::compiler::worker::Worker;
@@ -144,6 +144,9 @@ pub fn make_pattern(
     model.opsets = original.opsets.clone();
     model.functions = original.functions.clone();
     model.producer_name = "oatest extract".into();
+    // the settings a compiler's test optimized the model with (ort-transformers: `oatest.model_type`, ...)
+    model.metadata =
+        original.metadata.iter().filter(|(k, _)| k.starts_with("oatest.") && k != META_KEY).cloned().collect();
     let meta = PatternMeta {
         format: FORMAT,
         compiler: "ort".into(),
@@ -371,12 +374,17 @@ fn cut_verified(
         return None;
     }
     let consumed = consume_outputs(&g);
-    let version = w.info.version.clone();
-    let p = make_pattern(model, g, pass, gran, &version, provenance.clone());
+    let (version, compiler) = (w.info.version.clone(), w.info.target.clone());
+    let make = |g| {
+        let mut p = make_pattern(model, g, pass, gran, &version, provenance.clone());
+        p.meta.compiler = compiler.clone();
+        p
+    };
+    let p = make(g);
     if verify(w, &p) {
         return Some(p);
     }
-    consumed.map(|g| make_pattern(model, g, pass, gran, &version, provenance.clone())).filter(|q| verify(w, q))
+    consumed.map(make).filter(|q| verify(w, q))
 }
 
 /// Whether `g` divides integers (Div, Mod) by a value one of its nodes computes (not a constant): that value can be

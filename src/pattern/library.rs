@@ -32,6 +32,8 @@ pub struct OrtExtraction {
     pub repair: bool,
     /// Also keep each pattern below this ai.onnx opset upgraded to it, when it still fires (`repair.rs`).
     pub upgrade_opset: Option<i64>,
+    /// Whose optimizer cuts and verifies (ONNX Runtime's, or ort-transformers' Python optimizer).
+    pub target: TargetKind,
 }
 
 /// What an ORT extraction did.
@@ -97,7 +99,10 @@ pub fn extract_ort(cfg: &OrtExtraction) -> anyhow::Result<OrtSummary> {
     // corpus models whose test names the passes they were written for (candidates for repair)
     let mut hinted: BTreeMap<String, (PathBuf, Provenance)> = BTreeMap::new();
     if let Some(models) = &cfg.models {
-        let files = crate::util::onnx_files(models)?;
+        // a library's own cut patterns (extracting into the folder of the models) are not extracted from again
+        let cut =
+            |f: &PathBuf| Pattern::load(f).is_ok_and(|p| p.meta.granularity != crate::pattern::Granularity::Model);
+        let files: Vec<PathBuf> = crate::util::onnx_files(models)?.into_iter().filter(|f| !cut(f)).collect();
         anyhow::ensure!(!files.is_empty(), "--models {}: no .onnx files", models.display());
         let hints = test_hints(models);
         items.extend(files.into_iter().map(|f| {
@@ -116,7 +121,7 @@ pub fn extract_ort(cfg: &OrtExtraction) -> anyhow::Result<OrtSummary> {
         items.extend(got);
     }
     let n_models = items.len();
-    let mut spec = WorkerSpec::new(TargetKind::Ort)?;
+    let mut spec = WorkerSpec::new(cfg.target.clone())?;
     spec.ort_lib = cfg.ort_lib.clone();
     let jobs = cfg.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
     let pool = Pool::start(&spec, jobs.clamp(1, n_models.max(1)))?;
@@ -223,7 +228,8 @@ pub fn extract_ort(cfg: &OrtExtraction) -> anyhow::Result<OrtSummary> {
 fn write_library(out: &Path, library: &BTreeMap<String, Pattern>) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     for f in crate::util::onnx_files(out)? {
-        if Pattern::load(&f).is_ok() {
+        // whole models (ort-transformers' library holds them beside what is cut from them) are the input
+        if Pattern::load(&f).is_ok_and(|p| p.meta.granularity != crate::pattern::Granularity::Model) {
             std::fs::remove_file(&f).with_context(|| format!("cannot remove stale pattern {}", f.display()))?;
         }
     }

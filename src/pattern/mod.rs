@@ -29,6 +29,10 @@ pub enum Granularity {
     /// (AttentionFusion wants a LayerNormalization read by three MatMuls and one residual Add). Cut only when
     /// neither block nor subgraph still fires.
     Context,
+    /// A whole model a compiler's test optimized (ort-transformers: the models ORT's transformers tests hand to
+    /// `optimize_model`), run as it is; its metadata need not list ports or a key. Extraction cuts the others
+    /// from it.
+    Model,
 }
 
 impl Granularity {
@@ -37,6 +41,7 @@ impl Granularity {
             Granularity::Block => "block",
             Granularity::Subgraph => "subgraph",
             Granularity::Context => "context",
+            Granularity::Model => "model",
         }
     }
 }
@@ -62,6 +67,7 @@ pub struct Port {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Provenance {
     /// The model file or test that held the graph (relative to its corpus).
+    #[serde(default)]
     pub source: String,
     /// The test that loads it, when known.
     pub test: Option<String>,
@@ -74,11 +80,14 @@ pub struct PatternMeta {
     pub compiler_version: String,
     pub pass: String,
     pub granularity: Granularity,
+    #[serde(default)]
     pub inputs: Vec<Port>,
+    #[serde(default)]
     pub outputs: Vec<Port>,
     /// Every source this structure was found in (duplicates are merged).
     pub provenance: Vec<Provenance>,
     /// Structural key: pass + ops + wiring + attributes + port types (what dedup compares).
+    #[serde(default)]
     pub key: String,
 }
 

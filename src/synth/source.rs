@@ -62,6 +62,11 @@ impl DirSource {
         Ok(DirSource { files, seed })
     }
 
+    /// The given model files (not empty), taken in turn.
+    pub fn from_files(files: Vec<PathBuf>, seed: u64) -> DirSource {
+        DirSource { files, seed }
+    }
+
     /// How many model files it takes in turn.
     pub fn len(&self) -> usize {
         self.files.len()
@@ -132,6 +137,18 @@ pub fn optimized_seed(bytes: &[u8]) -> Option<Vec<u8>> {
         }
     }
     Some(onnx::encode_model(&m))
+}
+
+/// The settings a pattern's test optimized it with (metadata `oatest.*` but the pattern's own: ort-transformers'
+/// `oatest.model_type`, `oatest.num_heads`, `oatest.hidden_size`) onto the model it was spliced into, replacing
+/// those of an earlier splice: the optimizer treats the test as the pattern's test did.
+pub fn carry_settings(m: &mut crate::graph::Model, pattern: &crate::graph::Model) {
+    let setting = |k: &str| k.starts_with("oatest.") && k != crate::pattern::META_KEY;
+    let settings: Vec<(String, String)> = pattern.metadata.iter().filter(|(k, _)| setting(k)).cloned().collect();
+    if !settings.is_empty() {
+        m.metadata.retain(|(k, _)| !setting(k));
+        m.metadata.extend(settings);
+    }
 }
 
 /// Optimization-aware tests: a pattern spliced into a seed graph (a fresh one, or a passing test from the pool,
@@ -243,7 +260,8 @@ impl TestSource for SynthSource {
             };
             self.coverage.attempted(id, k, spliced.is_ok());
             match spliced {
-                Ok((m, info)) => {
+                Ok((mut m, info)) => {
+                    carry_settings(&mut m, &p.model);
                     let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))?;
                     let origin = format!("synth:{}", p.file_name().display());
                     return Ok(Test {

@@ -116,3 +116,21 @@ fn a_share_of_constant_varied_splices_writes_the_constant_in_another_form() {
     }
     assert!(Variation::parse("constant").is_ok());
 }
+
+#[test]
+fn a_spliced_test_takes_its_patterns_settings_in_place_of_an_earlier_splices() {
+    use crate::graph::{Graph, Model};
+    let with = |kv: &[(&str, &str)]| {
+        let mut m = Model::new(Graph::new("g"));
+        m.metadata = kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        m
+    };
+    let mut base = with(&[("oatest.model_type", "gpt2"), ("oatest.num_heads", "4"), ("author", "x")]);
+    let pattern = with(&[("oatest.model_type", "bert"), (crate::pattern::META_KEY, "{}")]);
+    crate::synth::source::carry_settings(&mut base, &pattern);
+    let keys: Vec<(&str, &str)> = base.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    assert_eq!(keys, [("author", "x"), ("oatest.model_type", "bert")], "num_heads of the earlier splice is gone");
+    // a pattern without settings (ONNX Runtime's) leaves the model's as they are
+    crate::synth::source::carry_settings(&mut base, &with(&[]));
+    assert_eq!(base.metadata.len(), 2);
+}

@@ -8,6 +8,9 @@
 const MAX_PATTERN_NODES: usize = 32;
 const MAX_ALONE_NODES: usize = 48;
 const MAX_PATTERN_CONST_BYTES: usize = 64 << 10;
+/// The same for constants: a pass none of whose patterns is within [`MAX_PATTERN_CONST_BYTES`] keeps its
+/// smallest up to this (ort-transformers' conformer attention patterns carry 65-66 KiB of weights).
+const MAX_ALONE_CONST_BYTES: usize = 128 << 10;
 const MAX_PORT_ELEMS: usize = 8192;
 /// The lowest ai.onnx opset a pattern that no longer fires at the seeds' opset is kept at (its tests are written
 /// at its own opset, into seeds without the ops whose signature changed since and through bridges of the forms
@@ -158,14 +161,18 @@ pub fn usable_ort_patterns(
     let pool = crate::compiler::worker::Pool::start(spec, jobs.clamp(1, patterns.len().max(1)))?;
     let mut why: std::collections::BTreeMap<String, [usize; 3]> = Default::default();
     let mut fewest: std::collections::HashMap<String, usize> = Default::default();
+    let mut least: std::collections::HashMap<String, usize> = Default::default();
     for p in &patterns {
         let n = fewest.entry(p.meta.pass.clone()).or_insert(usize::MAX);
         *n = (*n).min(p.model.graph.node_count());
+        let c = least.entry(p.meta.pass.clone()).or_insert(usize::MAX);
+        *c = (*c).min(constant_bytes(p));
     }
     let small = |p: &crate::pattern::Pattern| {
         let nodes = p.model.graph.node_count();
         (nodes <= MAX_PATTERN_NODES || (nodes <= MAX_ALONE_NODES && fewest.get(&p.meta.pass) == Some(&nodes)))
-            && constant_bytes(p) <= MAX_PATTERN_CONST_BYTES
+            && (constant_bytes(p) <= MAX_PATTERN_CONST_BYTES
+                || (constant_bytes(p) <= MAX_ALONE_CONST_BYTES && least.get(&p.meta.pass) == Some(&constant_bytes(p))))
             && p.meta
                 .inputs
                 .iter()

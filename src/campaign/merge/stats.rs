@@ -87,6 +87,7 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             target_pass_fired,
             near_misses,
             trigger_by_pass,
+            synth_passes_fired,
             variations,
             variations_invalid,
             signatures,
@@ -151,6 +152,9 @@ pub fn sum(parts: &[&Stats]) -> Stats {
             let e = t.trigger_by_pass.entry(k.clone()).or_default();
             e[0] += v[0];
             e[1] += v[1];
+        }
+        for (k, v) in synth_passes_fired {
+            *t.synth_passes_fired.entry(k.clone()).or_default() += v;
         }
         for (k, v) in variations {
             let e = t.variations.entry(k.clone()).or_default();
