@@ -187,6 +187,20 @@ fn patterns_cut_from_a_whole_model_keep_its_settings_and_fire_their_fusions_spli
         assert!(p.model.metadata.contains(&("oatest.model_type".into(), "bert".into())), "{:?}", p.model.metadata);
     }
     assert!(lib.join("m.onnx").exists(), "the whole model stays");
+    // another compiler's pattern is a model like any; one naming no model type is optimized, and marked, as bert
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let mut q = cut[0].clone();
+    (q.meta.compiler, q.model.metadata) = ("ort".into(), Vec::new());
+    std::fs::write(other.join("q.onnx"), q.encode().unwrap()).unwrap();
+    let again = ["extract", "ort-transformers", "--models", other.to_str().unwrap(), "--out", other.to_str().unwrap()];
+    let o = oatest_faulty(&[&again[..], &["--jobs", "1"][..]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let recut = oatest::pattern::load_library(&other, "ort-transformers").unwrap().0;
+    assert!(recut.iter().any(|p| p.meta.pass == cut[0].meta.pass), "{:?}", recut.iter().map(|p| &p.meta.pass));
+    for p in &recut {
+        assert!(p.model.metadata.contains(&("oatest.model_type".into(), "bert".into())), "{:?}", p.model.metadata);
+    }
     let out = dir.path().join("run");
     let fuzz = ["fuzz", "--target", "ort-transformers", "--patterns", lib.to_str().unwrap(), "--tests", "30"];
     let o = oatest_faulty(&[&fuzz[..], &["--seed", "3", "--jobs", "1", "--out", out.to_str().unwrap()][..]].concat());

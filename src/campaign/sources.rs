@@ -150,20 +150,32 @@ fn onnx_synth(
 }
 
 /// ort-transformers: its library's whole models (granularity `model`) run as they are, and the block and
-/// subgraph patterns `oatest extract ort-transformers` cut from them spliced into seeds (when there are any),
-/// alternating with generated seeds.
+/// subgraph patterns `oatest extract ort-transformers` cut from them, with the whole models whose ports are typed,
+/// spliced into seeds (when there are any), alternating with generated seeds.
 fn ortx_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow::Result<Box<dyn TestSource>> {
     use crate::pattern::{Granularity, Pattern};
-    let mut models = Vec::new();
-    let mut cut = Vec::new();
+    let (mut models, mut cut, mut whole) = (Vec::new(), Vec::new(), 0);
     for f in crate::util::onnx_files(dir)? {
         match Pattern::load(&f) {
             Ok(p) if p.meta.granularity != Granularity::Model => cut.push(p),
-            _ => models.push(f),
+            // a whole model whose ports are typed is also spliced (those small enough: `usable_ort_patterns`)
+            Ok(p) => {
+                if !p.meta.inputs.is_empty() {
+                    whole += 1;
+                    cut.push(p);
+                }
+                models.push(f)
+            }
+            Err(_) => models.push(f),
         }
     }
     anyhow::ensure!(!models.is_empty() || !cut.is_empty(), "{}: no ort-transformers models or patterns", dir.display());
-    eprintln!("{} whole models and {} cut patterns in {}", models.len(), cut.len(), dir.display());
+    eprintln!(
+        "{} whole models ({whole} with typed ports: spliced too) and {} cut patterns in {}",
+        models.len(),
+        cut.len() - whole,
+        dir.display()
+    );
     let mut parts: Vec<Box<dyn TestSource>> = vec![Box::new(SeedgenSource { seed: s.seed, cfg: cfg.clone() })];
     if !models.is_empty() {
         parts.push(Box::new(DirSource::from_files(models, s.seed)));

@@ -114,7 +114,8 @@ pub fn cut(original: &Graph, nodes: &BTreeSet<NodeId>, types: &HashMap<String, T
     Some(g)
 }
 
-fn ports(g: &Graph, names: &[String], consumers_of: impl Fn(&str) -> Vec<String>) -> Vec<Port> {
+/// The ports of `names` (graph inputs or outputs) that have a tensor type, abstract by their readers' ops.
+pub(crate) fn ports(g: &Graph, names: &[String], consumers_of: impl Fn(&str) -> Vec<String>) -> Vec<Port> {
     names
         .iter()
         .filter_map(|n| {

@@ -99,9 +99,13 @@ pub fn extract_ort(cfg: &OrtExtraction) -> anyhow::Result<OrtSummary> {
     // corpus models whose test names the passes they were written for (candidates for repair)
     let mut hinted: BTreeMap<String, (PathBuf, Provenance)> = BTreeMap::new();
     if let Some(models) = &cfg.models {
-        // a library's own cut patterns (extracting into the folder of the models) are not extracted from again
-        let cut =
-            |f: &PathBuf| Pattern::load(f).is_ok_and(|p| p.meta.granularity != crate::pattern::Granularity::Model);
+        // a library's own cut patterns (extracting into the folder of the models) are not extracted from again;
+        // another compiler's patterns are models like any (ONNX Runtime's, for its Python optimizer)
+        let own = cfg.target.name();
+        let cut = |f: &PathBuf| {
+            Pattern::load(f)
+                .is_ok_and(|p| p.meta.granularity != crate::pattern::Granularity::Model && p.meta.compiler == own)
+        };
         let files: Vec<PathBuf> = crate::util::onnx_files(models)?.into_iter().filter(|f| !cut(f)).collect();
         anyhow::ensure!(!files.is_empty(), "--models {}: no .onnx files", models.display());
         let hints = test_hints(models);
@@ -131,6 +135,7 @@ pub fn extract_ort(cfg: &OrtExtraction) -> anyhow::Result<OrtSummary> {
         let rel = prov.source.clone();
         let r = std::fs::read(&path)
             .with_context(|| format!("cannot read {}", path.display()))
+            .map(|b| with_model_type(b, &cfg.target))
             .and_then(|b| extract_model(w, &b, &prov, tmp.path()).with_context(|| format!("{}", path.display())));
         progress.lock().unwrap_or_else(|e| e.into_inner()).inc("");
         (rel, r)
@@ -222,6 +227,20 @@ pub fn extract_ort(cfg: &OrtExtraction) -> anyhow::Result<OrtSummary> {
         out: cfg.out.clone(),
         secs: start.elapsed().as_secs_f64(),
     })
+}
+
+/// For ort-transformers, a model without `oatest.model_type` is optimized as `bert` (the runner's default): said in
+/// its metadata, which its patterns keep, so that campaigns treat their tests as the verification did.
+fn with_model_type(bytes: Vec<u8>, target: &TargetKind) -> Vec<u8> {
+    use crate::graph::onnx::pb;
+    use prost::Message;
+    let Ok(mut m) = pb::ModelProto::decode(bytes.as_slice()) else { return bytes };
+    if *target != TargetKind::OrtTransformers || m.metadata_props.iter().any(|p| p.key() == "oatest.model_type") {
+        return bytes;
+    }
+    m.metadata_props
+        .push(pb::StringStringEntryProto { key: Some("oatest.model_type".into()), value: Some("bert".into()) });
+    m.encode_to_vec()
 }
 
 /// Replaces the pattern files of a library directory (files that are not patterns are left alone).

@@ -183,6 +183,10 @@ impl Pattern {
             path.display(),
             meta.format
         );
+        let mut meta = meta;
+        if meta.granularity == Granularity::Model && meta.inputs.is_empty() && meta.outputs.is_empty() {
+            whole_model_ports(&model.graph, &mut meta);
+        }
         Ok(Pattern { model, meta })
     }
 
@@ -193,6 +197,20 @@ impl Pattern {
             self.meta.granularity.name(),
             short_hash(&self.meta.key)
         ))
+    }
+}
+
+/// A whole model's ports and key, which its metadata need not list: its graph inputs and outputs, when every one
+/// of them has a tensor type (else none, and the model is only run whole).
+fn whole_model_ports(g: &Graph, meta: &mut PatternMeta) {
+    let consumers = |n: &str| g.consumers(n).into_iter().map(|(id, _)| g.node(id).op.name.clone()).collect();
+    let inputs = extract::ports(g, &g.inputs, consumers);
+    let outputs = extract::ports(g, &g.outputs, |_| Vec::new());
+    if inputs.len() == g.inputs.len() && outputs.len() == g.outputs.len() {
+        (meta.inputs, meta.outputs) = (inputs, outputs);
+    }
+    if meta.key.is_empty() {
+        meta.key = structural_key(&meta.pass, g);
     }
 }
 
