@@ -75,6 +75,7 @@ class _State:
         self.ran: list = []
         self.fired: list = []
         self.depth = 0
+        self.fusions = 0  # fusions on the call stack (a clean-up called by one is the fusion's own work)
         self.fault: tuple | None = None  # test-only (pass, kind)
 
 
@@ -109,29 +110,36 @@ def _inject(name: str, obj) -> None:
 
 
 def _wrap(name: str, method, outer_only: bool):
-    """`method` recording `name` as ran/fired and skipped when disabled (clean-ups: only when called by the
-    optimizer itself, `outer_only`, not by a fusion for its own result)."""
+    """`method` recording `name` as ran/fired and skipped when disabled. A fusion counts only when no other pass
+    called it; a clean-up (`outer_only`) counts, and is skipped, wherever the optimizer calls it but inside a
+    fusion (not a fusion's own tidying): `postprocess` -> `prune_graph` -> `remove_unused_constant` fires all
+    three, and disabling the last skips it there too."""
 
     def wrapped(self, *args, **kwargs):
         if not STATE.active:
             return method(self, *args, **kwargs)
-        outer = STATE.depth == 0
+        outer = STATE.fusions == 0 if outer_only else STATE.depth == 0
         if name in STATE.disabled and (outer or not outer_only):
             return None
+        fusion = not outer_only
         if not outer:
             STATE.depth += 1
+            STATE.fusions += fusion
             try:
                 return method(self, *args, **kwargs)
             finally:
                 STATE.depth -= 1
+                STATE.fusions -= fusion
         if name not in STATE.ran:
             STATE.ran.append(name)
         before = _graph_bytes(self)
         STATE.depth += 1
+        STATE.fusions += fusion
         try:
             result = method(self, *args, **kwargs)
         finally:
             STATE.depth -= 1
+            STATE.fusions -= fusion
         if _graph_bytes(self) != before:
             if name not in STATE.fired:
                 STATE.fired.append(name)
@@ -340,6 +348,7 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list, threads: i
         if options.get("gpu_fusions") != "1":
             disabled = list(disabled) + CPU_KERNEL_MISSING
         STATE.active, STATE.disabled, STATE.depth, STATE.fault = True, set(disabled), 0, _fault_of(model)
+        STATE.fusions = 0
         try:
             optimized = optimize(model, disabled, options)
         except Exception as e:  # noqa: BLE001 - an exception inside the optimizer is its crash

@@ -118,6 +118,17 @@ fn an_optimized_model_the_checker_refuses_is_an_error_of_its_fusion() {
 }
 
 #[test]
+fn a_clean_up_called_by_another_is_the_culprit_not_its_caller() {
+    // postprocess -> prune_graph -> remove_unused_constant deletes a Constant read only as a graph output
+    let dir = tempfile::tempdir().unwrap();
+    let (bug, code, said) = reduce("constant_output.onnx", &dir.path().join("bug"));
+    assert_eq!(bug["symptom"], "error", "{bug}");
+    let t = &bug["triage"];
+    assert_eq!(strings(&t["culprits"]), BTreeSet::from(["remove_unused_constant".to_string()]), "{t}");
+    assert_eq!(code, Some(1), "{said}");
+}
+
+#[test]
 fn a_campaign_files_an_injected_fusion_crash_with_its_culprit_and_rotates_model_types() {
     let dir = tempfile::tempdir().unwrap();
     let seeds = dir.path().join("seeds");

@@ -4,6 +4,7 @@ FusionLayerNormalization fuses), float32 [2, 8]. Variants carry test-only faults
 runner honours only under OATEST_ORTX_TEST_FAULTS=1: `raise:<pass>` raises inside that fusion once it fired,
 `break:<pass>` leaves the graph with a node reading a value nothing defines (onnx.checker refuses it).
 gelu_layernorm_ai_onnx.onnx imports the default domain as `ai.onnx`: ORT takes it, onnx.checker does not.
+constant_output.onnx has a Constant read only as a graph output (a clean-up nested in another deletes it).
 
 Run with the project's .venv: .venv/bin/python tests/data/ort-transformers/make.py
 """
@@ -65,6 +66,15 @@ if __name__ == "__main__":
         ("gelu_layernorm_break_in_layernorm", "break:FusionLayerNormalization"),
     ]:
         onnx.save(model(fault), os.path.join(HERE, name + ".onnx"))
+    # a Constant read only as a graph output: OnnxModel.remove_unused_constant deletes it (called by postprocess
+    # through prune_graph), leaving the output without a producer
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("y", [2]), ("c", []))]
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Constant", [], ["c"], value_float=2.0)]
+    m = helper.make_model(helper.make_graph(nodes, "constant_output", [x], outs), ir_version=9,
+                          opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(HERE, "constant_output.onnx"))
     # the default domain spelled `ai.onnx`, as in many of ORT's transformers tests: ORT runs it, onnx.checker
     # refuses it (and so its optimized model) whatever the fusions do
     onnx.save(model(domain="ai.onnx"), os.path.join(HERE, "gelu_layernorm_ai_onnx.onnx"))
