@@ -6,11 +6,12 @@ recipe's seed (oatest_tvm_synth's `synthesize`), and the answer is the pattern's
 from __future__ import annotations
 
 import math
+import random
 import re
 
 import tvm
 
-from oatest_tvm_synth import _parsed, synthesize
+from oatest_tvm_synth import _entry, _parsed, expose_inner, synthesize
 
 
 def pattern_ir(script: str) -> str:
@@ -53,11 +54,15 @@ def shrink(script: str) -> str | None:
 
 def check_pattern(recipe: dict) -> dict:
     """The campaign's pattern check, step one: the pattern (shrunk if it is too large) parses, takes static
-    tensors, and splices into the recipe's seed; returns the pattern's module as JSON and the script used."""
+    tensors, and splices into the recipe's seed; returns the pattern's module as JSON, the script used, and whether
+    its entry has an inner value `--vary extra-reader` can expose ("1" or "0")."""
     script = recipe["pattern"]
     if max_elems(script) > MAX_ELEMS:
         script = shrink(script)
         if script is None:
             raise ValueError("the pattern's tensors are too large even shrunk")
     synthesize(bytes.fromhex(recipe["seed_onnx"]), script, recipe["rng"])
-    return {"pattern_ir": pattern_ir(script), "pattern_script": script}
+    pat = _parsed(script)
+    exposable = expose_inner(pat[_entry(pat)], random.Random(0))[1]
+    exposed = "1" if exposable else "0"
+    return {"pattern_ir": pattern_ir(script), "pattern_script": script, "pattern_exposable": exposed}

@@ -139,11 +139,13 @@ def synthesize(
     host: str | None = None,
     bound: dict | None = None,
     symbols: dict | None = None,
+    vary: list | None = None,
 ) -> tvm.IRModule:
     """Splices a Relax pattern into the Relax import of a seed ONNX model, or into a host module called from it
     (see the module docstring). `bound`: pattern parameters (by name) fed a constant instead of a seed value,
     the constants the test's pass binds them to (oatest_tvm_passes.bound_params); `symbols`: values of the
-    entry's symbolic dims (oatest_tvm_passes.symbol_values)."""
+    entry's symbolic dims (oatest_tvm_passes.symbol_values); `vary`: `extra-reader` returns one inner value of
+    the pattern's entry too ([`expose_inner`]), which main outputs (not for a host)."""
     if host is not None:
         return _synthesize_hosted(seed_onnx, pattern_script, rng_seed, ir_json, host, bound, symbols)
     rng = random.Random(rng_seed)
@@ -152,6 +154,11 @@ def synthesize(
     pattern_usable(pattern_script)
     entry = _entry(pat)
     pfunc = pat[entry]
+    exposed = False
+    if "extra-reader" in (vary or []):
+        pfunc, exposed = expose_inner(pfunc, random.Random(rng_seed ^ 0x5A5A))
+        if not exposed:
+            raise ValueError("extra-reader: the pattern's entry has no inner tensor value to expose")
     ptypes = _param_feeds(pfunc, bound, symbols)
     seed_names = {g.name_hint for g in seed.get_global_vars()}
     clash = {g.name_hint for g in pat.get_global_vars() if g.name_hint != entry.name_hint} & seed_names
@@ -178,18 +185,18 @@ def synthesize(
             avail = [p for p in main.params if _static(p.ty)]
             for i, b in enumerate(inner):
                 if i == point:
-                    out = _splice(bb, pgv, ptypes, avail, rng)
+                    out, also = _splice(bb, pgv, ptypes, avail, rng, exposed)
                 bb.emit_normalized(b)
                 if _static(b.var.ty):
                     avail.append(b.var)
             if point == len(inner):
-                out = _splice(bb, pgv, ptypes, avail, rng)
+                out, also = _splice(bb, pgv, ptypes, avail, rng, exposed)
             for b in outputs:
                 bb.emit_normalized(b)
-            extra = bb.emit_output(out)
+            extra = [bb.emit_output(v) for v in [out, also] if v is not None]
         ret = main.body.body
         fields = list(ret.fields) if isinstance(ret, relax.Tuple) else [ret]
-        bb.emit_func_output(relax.Tuple(fields + [extra]))
+        bb.emit_func_output(relax.Tuple(fields + extra))
     new = bb.get()
     for gv in mod.get_global_vars():
         if gv.name_hint != "main" and gv.name_hint not in {g.name_hint for g in new.get_global_vars()}:
@@ -220,10 +227,44 @@ def _param_feeds(pfunc, bound: dict | None, symbols: dict | None = None) -> list
     return out
 
 
-def _splice(bb, func, ptypes, avail, rng):
+def _returned(ret) -> list:
+    """The expressions a function body returns (a tuple's fields, flattened)."""
+    if isinstance(ret, relax.Tuple):
+        return [x for f in ret.fields for x in _returned(f)]
+    return [ret]
+
+
+def expose_inner(func, rng):
+    """`func` with one inner tensor value (a bound variable of static type that it does not return already) also
+    returned, as the last field of a tuple after its own result: a pass on the pattern must leave that value to
+    its extra reader (`--vary extra-reader`, as for ONNX patterns). (func, False) when it has none."""
+    body = func.body
+    cands = [
+        (i, b.var)
+        for i, blk in enumerate(body.blocks)
+        for b in blk.bindings
+        if _static(b.var.ty) is not None and not any(b.var.same_as(r) for r in _returned(body.body))
+    ]
+    if not cands:
+        return func, False
+    i, v = rng.choice(cands)
+    blocks = list(body.blocks)
+    out = v
+    if isinstance(v, relax.DataflowVar):
+        # a dataflow block's inner value leaves it through an output binding
+        out = relax.Var(f"{v.name}_exposed", v.ty)
+        blocks[i] = relax.DataflowBlock(list(blocks[i].bindings) + [relax.VarBinding(out, v)])
+    ret_ty = relax.TupleType([func.ret_ty, v.ty])
+    body = relax.SeqExpr(blocks, relax.Tuple([body.body, out]))
+    new = relax.Function(list(func.params), body, ret_ty, func.is_pure, func.attrs)
+    return relax.BlockBuilder().normalize(new), True
+
+
+def _splice(bb, func, ptypes, avail, rng, exposed=False):
     """Adds the pattern's entry `func` as PATTERN_NAME and calls it with one argument per parameter: reuse,
     bridge, zeros, the constant the parameter is bound to, or a tuple, shape or scalar built here (the entry then
-    typed by its arguments, oatest_tvm_feeds.specialized); returns its first tensor result."""
+    typed by its arguments, oatest_tvm_feeds.specialized); returns its first tensor result, and (`exposed`: the
+    entry returns an inner value last, [`expose_inner`]) that value, else None."""
 
     def tensor(dtype, dims):
         same = [v for v in avail if _static(v.ty) == (dtype, dims)]
@@ -242,6 +283,10 @@ def _splice(bb, func, ptypes, avail, rng):
         func = oatest_tvm_feeds.specialized(func, args)
     pgv = bb.add_func(func, PATTERN_NAME)
     r = bb.emit(relax.Call(pgv, args))
+    also = None
+    if exposed:
+        also = bb.emit(relax.TupleGetItem(r, len(r.ty.fields) - 1))
+        r = bb.emit(relax.TupleGetItem(r, 0))
     while type(r.ty).__name__ == "TupleType":
         i = next((i for i, f in enumerate(r.ty.fields) if _tensor_leaves(f)), None)
         if i is None:
@@ -249,7 +294,7 @@ def _splice(bb, func, ptypes, avail, rng):
         r = bb.emit(relax.TupleGetItem(r, i))
     if type(r.ty).__name__ != "TensorType":
         raise ValueError("the pattern does not return a tensor")
-    return r
+    return r, also
 
 
 HOST_NAME = "oatest_host"
@@ -377,12 +422,12 @@ def _synthesize_hosted(seed_onnx, pattern_script, rng_seed, ir_json, host_script
                 inner = list(avail)
                 for j, b in enumerate(bindings):
                     if j == point:
-                        extra = bb.emit_output(_splice(bb, pgv, ptypes, inner, rng))
+                        extra = bb.emit_output(_splice(bb, pgv, ptypes, inner, rng)[0])
                     bb.emit_normalized(b)
                     if _static(b.var.ty):
                         inner.append(b.var)
                 if point == len(bindings):
-                    extra = bb.emit_output(_splice(bb, pgv, ptypes, inner, rng))
+                    extra = bb.emit_output(_splice(bb, pgv, ptypes, inner, rng)[0])
             avail += [b.var for b in bindings if not isinstance(b.var, relax.DataflowVar) and _static(b.var.ty)]
         bb.emit_func_output(relax.Tuple([f.body.body, extra]))
     hosted = bb.get().get_global_var(HOST_NAME)
@@ -495,7 +540,14 @@ def _imported(model_bytes: bytes, recipe: dict | None):
         bound = oatest_tvm_passes.bound_params(recipe.get("pass"), recipe.get("pass_args"))
         symbols = oatest_tvm_passes.symbol_values(recipe.get("pass"), recipe.get("pass_args"))
         mod = synthesize(
-            seed, recipe["pattern"], recipe["rng"], recipe.get("pattern_ir"), recipe.get("host"), bound, symbols
+            seed,
+            recipe["pattern"],
+            recipe["rng"],
+            recipe.get("pattern_ir"),
+            recipe.get("host"),
+            bound,
+            symbols,
+            recipe.get("vary"),
         )
         if recipe.get("pass") in oatest_tvm_passes.INLINE:
             mod = inline_pattern(mod)

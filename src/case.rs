@@ -132,6 +132,9 @@ pub struct Recipe {
     /// the seed's main (`python/oatest_tvm_synth.py`'s `_synthesize_hosted`); none: spliced into main itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// How the runner varies the pattern (`extra-reader`: one inner value of its entry also returned and output).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vary: Vec<String>,
 }
 
 impl Recipe {
@@ -178,6 +181,7 @@ mod tests {
             pattern_shrunk: false,
             strict: false,
             host: None,
+            vary: Vec::new(),
         };
         let p = Payload::Recipe(Box::new(r.clone()));
         let path = dir.path().join(p.file_name());

@@ -128,6 +128,23 @@ def test_a_pattern_spliced_into_a_seed_compiles_runs_and_fires_its_pass():
         np.testing.assert_allclose(np.frombuffer(a, "float32"), np.frombuffer(b, "float32"), rtol=1e-5)
 
 
+def test_an_extra_reader_variant_outputs_an_inner_value_and_its_pass_still_fires():
+    # `--vary extra-reader`: an inner value of the pattern (a, or b) is also returned and main outputs it, so
+    # FuseOps must keep it when it fuses add -> exp -> multiply
+    recipe = json.dumps({"seed_onnx": seed_model().hex(), "pattern": PATTERN, "rng": 3, "vary": ["extra-reader"]})
+    mod = S.synthesize(seed_model(), PATTERN, 3, vary=["extra-reader"])
+    assert "_exposed" in mod[S.PATTERN_NAME].script()
+    x = np.linspace(-1, 1, 20, dtype="float32").reshape(4, 5)
+    wire = [("x", TensorProto.FLOAT, [4, 5], x.tobytes())]
+    ref = T.run(recipe.encode(), wire, "disable", [])
+    opt = T.run(recipe.encode(), wire, "all", [])
+    assert ref["status"] == "ok" and opt["status"] == "ok", (ref["message"], opt["message"])
+    assert [o[0] for o in opt["outputs"]] == ["y", f"{S.EXTRA_OUTPUT}_0", f"{S.EXTRA_OUTPUT}_1"]
+    assert "FuseOps" in opt["fired"] and "FuseOps" not in ref["fired"]
+    for (_, c, d, a), (_, _, _, b) in zip(ref["outputs"], opt["outputs"]):
+        np.testing.assert_allclose(np.frombuffer(a, "float32"), np.frombuffer(b, "float32"), rtol=1e-5)
+
+
 def test_a_pattern_with_symbolic_dims_is_called_with_static_tensors_and_stays_dynamic():
     dyn = PATTERN.replace("(2, 3)", '("n", 3)')
     S.pattern_usable(dyn)

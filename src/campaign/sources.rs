@@ -99,7 +99,14 @@ fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow:
         hosts.len(),
         t1.elapsed().as_secs_f64()
     );
-    Ok(RelaxSynthSource::new(s.seed, cfg, usable).with_hosts(hosts))
+    let mut source = RelaxSynthSource::new(s.seed, cfg, usable).with_hosts(hosts);
+    use crate::synth::vary::Variation;
+    source.extra_reader = s.vary.contains(&Variation::ExtraReader);
+    let other: Vec<&str> = s.vary.iter().filter(|v| **v != Variation::ExtraReader).map(|v| v.name()).collect();
+    if !other.is_empty() {
+        eprintln!("note: --vary {} is not built for TVM's Relax patterns (extra-reader is)", other.join(", "));
+    }
+    Ok(source)
 }
 
 /// ONNX synthesis from a library's `patterns`: those that still fire at the seeds' opset (checked in workers),

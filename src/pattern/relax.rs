@@ -35,6 +35,9 @@ pub struct RelaxPattern {
     /// The script was shrunk by the check (large dimensions divided, see `python/oatest_tvm_check.py`'s `shrink`).
     #[serde(skip)]
     pub shrunk: bool,
+    /// Its entry has an inner value `--vary extra-reader` can expose (the campaign's check says).
+    #[serde(skip)]
+    pub exposable: bool,
 }
 
 impl RelaxPattern {

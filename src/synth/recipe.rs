@@ -32,6 +32,7 @@ impl Recipe {
             pattern_shrunk: pattern.shrunk,
             strict: usage == RecipeUse::Strict,
             host: None,
+            vary: Vec::new(),
         }
     }
 }

@@ -40,6 +40,9 @@ struct Checked {
     shrunk: Option<String>,
     /// How the probe failed at `all`, if it did (a bug the pattern leads to, or a seed TVM cannot take).
     all_failed: Option<String>,
+    /// Its entry has an inner value `--vary extra-reader` can expose.
+    #[serde(default)]
+    exposable: bool,
 }
 
 /// The file where checks are kept between campaigns: `$OATEST_CACHE_DIR`, else `$XDG_CACHE_HOME/oatest`, else
@@ -172,6 +175,7 @@ pub fn check_library(
     for mut p in known {
         let c = &cache.map[&crate::util::stable_hash(&p.script)];
         p.ir_json = c.ir_json.clone();
+        p.exposable = c.exposable;
         if let Some(s) = &c.shrunk {
             p.script = s.clone();
             p.shrunk = true;
@@ -200,7 +204,7 @@ fn check_one(
     let o = w.run(&check, &[], reference);
     if o.status != Status::Ok {
         let verdict = Usability::NoSplice(format!("{}: {}", o.status.kind(), o.status.message()));
-        return Checked { verdict, ir_json: None, shrunk: None, all_failed: None };
+        return Checked { verdict, ir_json: None, shrunk: None, all_failed: None, exposable: false };
     }
     let text = |name: &str| {
         o.outputs.iter().find(|t| t.name == name).and_then(|t| match &t.tensor.data {
@@ -209,6 +213,7 @@ fn check_one(
         })
     };
     p.ir_json = text("pattern_ir");
+    p.exposable = text("pattern_exposable").as_deref() == Some("1");
     let original = std::mem::take(&mut p.script);
     let shrunk = text("pattern_script").filter(|s| *s != original);
     p.script = shrunk.clone().unwrap_or(original);
@@ -226,7 +231,7 @@ fn check_one(
             (verdict, note)
         }
     };
-    Checked { verdict, ir_json: p.ir_json.clone(), shrunk, all_failed }
+    Checked { verdict, ir_json: p.ir_json.clone(), shrunk, all_failed, exposable: p.exposable }
 }
 
 /// The reference half of a check, `None` when it passes: the recipe (hosted in `host`, if any) runs cleanly
@@ -292,7 +297,7 @@ pub fn check_hosts(
                     }
                 },
             );
-            let c = Checked { verdict: v.clone(), ir_json: None, shrunk: None, all_failed: None };
+            let c = Checked { verdict: v.clone(), ir_json: None, shrunk: None, all_failed: None, exposable: false };
             cache.lock().unwrap().insert(k, c);
             v
         });

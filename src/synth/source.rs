@@ -361,6 +361,10 @@ pub struct RelaxSynthSource {
     /// Modules with TVM's own structure (several functions, R.If, call_tir, ...) half of the tests splice their
     /// pattern into (see [`RelaxSynthSource::with_hosts`]).
     hosts: Vec<crate::pattern::relax::RelaxPattern>,
+    /// `--vary extra-reader`: half of the tests not spliced into a host whose pattern has an inner value (the
+    /// check's `exposable`) return it from the pattern's entry too (the runner's `expose_inner`); the other kinds
+    /// are not built for Relax patterns.
+    pub extra_reader: bool,
 }
 
 /// Whether `host` may take `p`: none of their function names clash (the pattern's entry is renamed, but which
@@ -379,7 +383,7 @@ impl RelaxSynthSource {
         for p in patterns {
             groups.entry(p.pass.clone()).or_default().push(p);
         }
-        RelaxSynthSource { seed, cfg, by_pass: groups.into_values().collect(), hosts: Vec::new() }
+        RelaxSynthSource { seed, cfg, by_pass: groups.into_values().collect(), hosts: Vec::new(), extra_reader: false }
     }
 
     /// Hosts for half of the tests: modules from TVM's tests that run cleanly at the reference as hosts.
@@ -407,8 +411,18 @@ impl TestSource for RelaxSynthSource {
                 origin += &format!(" in host {}", host.provenance.test.as_deref().unwrap_or("?"));
             }
         }
+        let mut variations = Vec::new();
+        // (its own random stream: the test is the same with and without the variation but for it)
+        if self.extra_reader
+            && p.exposable
+            && recipe.host.is_none()
+            && crate::seedgen::rng_for(self.seed ^ 0xe8_7ead, id).random_bool(0.5)
+        {
+            recipe.vary.push(crate::synth::vary::Variation::ExtraReader.name().to_string());
+            variations.push(crate::synth::vary::Variation::ExtraReader.name());
+        }
         let payload = Payload::Recipe(Box::new(recipe));
         let target_pass = Some(p.pass.clone());
-        Ok(Test { id, payload, inputs, origin, target_pass, extra: None, variations: Vec::new() })
+        Ok(Test { id, payload, inputs, origin, target_pass, extra: None, variations })
     }
 }

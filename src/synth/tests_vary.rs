@@ -134,3 +134,33 @@ fn a_spliced_test_takes_its_patterns_settings_in_place_of_an_earlier_splices() {
     crate::synth::source::carry_settings(&mut base, &with(&[]));
     assert_eq!(base.metadata.len(), 2);
 }
+
+#[test]
+fn relax_tests_vary_only_exposable_patterns_and_say_so_in_the_recipe() {
+    use crate::synth::source::{RelaxSynthSource, TestSource};
+    let pattern = |exposable: bool| {
+        let mut p: crate::pattern::relax::RelaxPattern = serde_json::from_value(serde_json::json!({
+            "format": 1, "kind": "tvm-relax", "pass": "FuseOps", "granularity": "block",
+            "fires_with_default_args": true, "functions": ["main"],
+            "provenance": {"test": "t.py::f", "file": "t.py", "function": "f"},
+            "tvm_version": "0.27", "script": "# script"
+        }))
+        .unwrap();
+        p.exposable = exposable;
+        p
+    };
+    for exposable in [false, true] {
+        let mut source = RelaxSynthSource::new(1, Default::default(), vec![pattern(exposable)]);
+        source.extra_reader = true;
+        let tests: Vec<_> = (0..40).map(|id| source.make(id).unwrap()).collect();
+        let varied = tests.iter().filter(|t| t.variations == ["extra-reader"]).count();
+        for t in &tests {
+            let vary = &t.payload.recipe().unwrap().vary;
+            assert_eq!(vary.is_empty(), t.variations.is_empty(), "the recipe says what the test counts");
+        }
+        match exposable {
+            false => assert_eq!(varied, 0, "a pattern without an inner value is never varied"),
+            true => assert!((8..=32).contains(&varied), "about half varied: {varied} of 40"),
+        }
+    }
+}
