@@ -263,8 +263,9 @@ impl TestSource for ModelTypes {
     fn make(&self, id: u64) -> anyhow::Result<crate::case::Test> {
         let mut t = self.inner.make(id)?;
         if let (crate::case::Payload::Onnx(model), false) = (&mut t.payload, self.types.is_empty()) {
-            *model = stamp_model_type(model, &self.types[(id % self.types.len() as u64) as usize])
-                .map_err(|e| anyhow::anyhow!("test {id} ({}): {e}", t.origin))?;
+            *model =
+                crate::compiler::ortx::stamp_model_type(model, &self.types[(id % self.types.len() as u64) as usize])
+                    .map_err(|e| anyhow::anyhow!("test {id} ({}): {e}", t.origin))?;
         }
         Ok(t)
     }
@@ -277,18 +278,4 @@ impl TestSource for ModelTypes {
     fn feed_seed(&self, test: &crate::case::Test, fired: &[String]) {
         self.inner.feed_seed(test, fired)
     }
-}
-
-/// `model` (ONNX bytes) with its metadata `oatest.model_type` set to `model_type`, unless it names one already
-/// (a pattern model keeps the type its test optimized it as).
-pub fn stamp_model_type(model: &[u8], model_type: &str) -> anyhow::Result<Vec<u8>> {
-    use crate::graph::onnx::pb;
-    use prost::Message;
-    let mut m = pb::ModelProto::decode(model)?;
-    if m.metadata_props.iter().any(|p| p.key() == "oatest.model_type") {
-        return Ok(model.to_vec());
-    }
-    m.metadata_props
-        .push(pb::StringStringEntryProto { key: Some("oatest.model_type".into()), value: Some(model_type.into()) });
-    Ok(m.encode_to_vec())
 }

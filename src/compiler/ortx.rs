@@ -41,6 +41,23 @@ pub fn switch_of(pass: &str) -> Option<String> {
     v["fusions"][pass].as_str().map(String::from)
 }
 
+/// The model type the runner optimizes a model as when it names none (`model_type_of` in oatest_ortx.py).
+pub const DEFAULT_MODEL_TYPE: &str = "bert";
+
+/// `model` (ONNX bytes) with its metadata `oatest.model_type` set to `model_type`, unless it names one already
+/// (a pattern model keeps the type its test optimized it as).
+pub fn stamp_model_type(model: &[u8], model_type: &str) -> anyhow::Result<Vec<u8>> {
+    use crate::graph::onnx::pb;
+    use prost::Message;
+    let mut m = pb::ModelProto::decode(model)?;
+    if m.metadata_props.iter().any(|p| p.key() == "oatest.model_type") {
+        return Ok(model.to_vec());
+    }
+    m.metadata_props
+        .push(pb::StringStringEntryProto { key: Some("oatest.model_type".into()), value: Some(model_type.into()) });
+    Ok(m.encode_to_vec())
+}
+
 /// The runner as one self-contained Python text (the start of a bug's repro.py).
 pub fn runner_bundle() -> String {
     super::tvm::bundle(RUNNER_SOURCES, "oatest's ort-transformers runner")

@@ -3,7 +3,7 @@
 //! find the rewritten region, cut block- and subgraph-level patterns, and keep those that, closed with fresh
 //! graph inputs, still fire their pass.
 
-use super::{abstract_type, structural_key, Granularity, Pattern, PatternMeta, Port, Provenance, FORMAT, META_KEY};
+use super::{abstract_type, structural_key, Granularity, Pattern, PatternMeta, Port, Provenance, FORMAT};
 pub use crate::compiler::rules::container_of;
 use crate::compiler::rules::RULE_CONTAINERS;
 use crate::compiler::worker::Worker;
@@ -146,8 +146,7 @@ pub fn make_pattern(
     model.functions = original.functions.clone();
     model.producer_name = "oatest extract".into();
     // the settings a compiler's test optimized the model with (ort-transformers: `oatest.model_type`, ...)
-    model.metadata =
-        original.metadata.iter().filter(|(k, _)| k.starts_with("oatest.") && k != META_KEY).cloned().collect();
+    model.metadata = original.metadata.iter().filter(|(k, _)| super::is_setting(k)).cloned().collect();
     let meta = PatternMeta {
         format: FORMAT,
         compiler: "ort".into(),

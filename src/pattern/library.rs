@@ -135,7 +135,14 @@ pub fn extract_ort(cfg: &OrtExtraction) -> anyhow::Result<OrtSummary> {
         let rel = prov.source.clone();
         let r = std::fs::read(&path)
             .with_context(|| format!("cannot read {}", path.display()))
-            .map(|b| with_model_type(b, &cfg.target))
+            // for ort-transformers, a model naming no model type is optimized as the runner's default: said in its
+            // metadata, which its patterns keep, so that campaigns treat their tests as the verification did
+            .and_then(|b| match cfg.target {
+                TargetKind::OrtTransformers => {
+                    crate::compiler::ortx::stamp_model_type(&b, crate::compiler::ortx::DEFAULT_MODEL_TYPE)
+                }
+                _ => Ok(b),
+            })
             .and_then(|b| extract_model(w, &b, &prov, tmp.path()).with_context(|| format!("{}", path.display())));
         progress.lock().unwrap_or_else(|e| e.into_inner()).inc("");
         (rel, r)
@@ -227,20 +234,6 @@ pub fn extract_ort(cfg: &OrtExtraction) -> anyhow::Result<OrtSummary> {
         out: cfg.out.clone(),
         secs: start.elapsed().as_secs_f64(),
     })
-}
-
-/// For ort-transformers, a model without `oatest.model_type` is optimized as `bert` (the runner's default): said in
-/// its metadata, which its patterns keep, so that campaigns treat their tests as the verification did.
-fn with_model_type(bytes: Vec<u8>, target: &TargetKind) -> Vec<u8> {
-    use crate::graph::onnx::pb;
-    use prost::Message;
-    let Ok(mut m) = pb::ModelProto::decode(bytes.as_slice()) else { return bytes };
-    if *target != TargetKind::OrtTransformers || m.metadata_props.iter().any(|p| p.key() == "oatest.model_type") {
-        return bytes;
-    }
-    m.metadata_props
-        .push(pb::StringStringEntryProto { key: Some("oatest.model_type".into()), value: Some("bert".into()) });
-    m.encode_to_vec()
 }
 
 /// Replaces the pattern files of a library directory (files that are not patterns are left alone).

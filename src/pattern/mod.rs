@@ -97,6 +97,13 @@ pub struct Pattern {
     pub meta: PatternMeta,
 }
 
+/// Whether a model's metadata key is a setting its test optimized it with (`oatest.*` but the pattern's own
+/// metadata: ort-transformers' `oatest.model_type`, `oatest.num_heads`, `oatest.hidden_size`), which its patterns
+/// and the tests spliced from them keep.
+pub fn is_setting(key: &str) -> bool {
+    key.starts_with("oatest.") && key != META_KEY
+}
+
 /// Ops whose inputs' rank does not matter (elementwise); every other consumer pins the rank in the abstract type.
 const RANK_AGNOSTIC: &[&str] = &[
     "Abs",
@@ -175,7 +182,7 @@ impl Pattern {
             .find(|(k, _)| k == META_KEY)
             .map(|(_, v)| v.clone())
             .with_context(|| format!("{}: not an oatest pattern (no '{META_KEY}' metadata)", path.display()))?;
-        let meta: PatternMeta =
+        let mut meta: PatternMeta =
             serde_json::from_str(&json).with_context(|| format!("{}: corrupt pattern metadata", path.display()))?;
         anyhow::ensure!(
             meta.format <= FORMAT,
@@ -183,7 +190,6 @@ impl Pattern {
             path.display(),
             meta.format
         );
-        let mut meta = meta;
         if meta.granularity == Granularity::Model && meta.inputs.is_empty() && meta.outputs.is_empty() {
             whole_model_ports(&model.graph, &mut meta);
         }

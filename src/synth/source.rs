@@ -139,14 +139,13 @@ pub fn optimized_seed(bytes: &[u8]) -> Option<Vec<u8>> {
     Some(onnx::encode_model(&m))
 }
 
-/// The settings a pattern's test optimized it with (metadata `oatest.*` but the pattern's own: ort-transformers'
-/// `oatest.model_type`, `oatest.num_heads`, `oatest.hidden_size`) onto the model it was spliced into, replacing
-/// those of an earlier splice: the optimizer treats the test as the pattern's test did.
+/// The settings a pattern's test optimized it with ([`crate::pattern::is_setting`]) onto the model it was spliced
+/// into, replacing those of an earlier splice: the optimizer treats the test as the pattern's test did.
 pub fn carry_settings(m: &mut crate::graph::Model, pattern: &crate::graph::Model) {
-    let setting = |k: &str| k.starts_with("oatest.") && k != crate::pattern::META_KEY;
-    let settings: Vec<(String, String)> = pattern.metadata.iter().filter(|(k, _)| setting(k)).cloned().collect();
+    use crate::pattern::is_setting;
+    let settings: Vec<(String, String)> = pattern.metadata.iter().filter(|(k, _)| is_setting(k)).cloned().collect();
     if !settings.is_empty() {
-        m.metadata.retain(|(k, _)| !setting(k));
+        m.metadata.retain(|(k, _)| !is_setting(k));
         m.metadata.extend(settings);
     }
 }
