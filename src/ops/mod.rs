@@ -8,6 +8,7 @@ mod draft;
 mod elementwise;
 mod linalg;
 mod norm;
+mod qcontrib;
 mod quant;
 mod reduce;
 mod shape;
@@ -61,6 +62,11 @@ pub trait OpSpec: Send + Sync {
         ""
     }
     fn arity(&self) -> Arity;
+    /// Whether only ONNX Runtime's seeds draw it ([`crate::seedgen::SeedConfig::contrib`]): its own domain's ops,
+    /// and the quantized ai.onnx ops the other targets' frontends do not take.
+    fn contrib(&self) -> bool {
+        !self.domain().is_empty()
+    }
     /// Output types from input facts (`None` = omitted optional input) and attributes. Called through
     /// [`infer_node`], which has already checked the input and output counts.
     fn infer(&self, inputs: &[Option<Fact>], attrs: &Attrs) -> Result<Vec<TensorType>, Reject>;
@@ -82,6 +88,7 @@ pub fn registry() -> &'static [Box<dyn OpSpec>] {
         quant::register(&mut v);
         // last: seeds without contrib ops pick among the ONNX ops exactly as before they existed
         contrib::register(&mut v);
+        qcontrib::register(&mut v);
         v
     })
 }

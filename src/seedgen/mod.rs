@@ -219,7 +219,7 @@ pub fn generate(seed: u64, index: u64, cfg: &SeedConfig) -> Model {
 }
 
 fn attempt(rng: &mut Rng, cfg: &SeedConfig) -> Option<Model> {
-    let reg: Vec<&Box<dyn OpSpec>> = registry().iter().filter(|s| cfg.contrib || s.domain().is_empty()).collect();
+    let reg: Vec<&Box<dyn OpSpec>> = registry().iter().filter(|s| cfg.contrib || !s.contrib()).collect();
     let target = rng.random_range(cfg.min_nodes..=cfg.max_nodes.max(cfg.min_nodes));
     let mut b = Builder::new(cfg.limits);
     for _ in 0..rng.random_range(1..=2) {
