@@ -11,7 +11,8 @@ import re
 
 import tvm
 
-from oatest_tvm_synth import _entry, _parsed, expose_inner, synthesize
+import oatest_tvm_passes
+from oatest_tvm_synth import RETYPES, _entry, _parsed, expose_inner, retyped, synthesize
 
 
 def pattern_ir(script: str) -> str:
@@ -54,8 +55,10 @@ def shrink(script: str) -> str | None:
 
 def check_pattern(recipe: dict) -> dict:
     """The campaign's pattern check, step one: the pattern (shrunk if it is too large) parses, takes static
-    tensors, and splices into the recipe's seed; returns the pattern's module as JSON, the script used, and whether
-    its entry has an inner value `--vary extra-reader` can expose ("1" or "0")."""
+    tensors, and splices into the recipe's seed; returns the pattern's module as JSON, the script used, whether
+    its entry has an inner value `--vary extra-reader` can expose ("1" or "0"), and the dtypes `--vary dtype` may
+    write its float32 values in (comma-separated: those whose script parses, splices, and keeps the contract of
+    the test's pass)."""
     script = recipe["pattern"]
     if max_elems(script) > MAX_ELEMS:
         script = shrink(script)
@@ -65,4 +68,17 @@ def check_pattern(recipe: dict) -> dict:
     pat = _parsed(script)
     exposable = expose_inner(pat[_entry(pat)], random.Random(0))[1]
     exposed = "1" if exposable else "0"
-    return {"pattern_ir": pattern_ir(script), "pattern_script": script, "pattern_exposable": exposed}
+    dtypes = [d for d in RETYPES if _retypable(recipe, script, d)]
+    return {"pattern_ir": pattern_ir(script), "pattern_script": script, "pattern_exposable": exposed,
+            "pattern_dtypes": ",".join(dtypes)}
+
+
+def _retypable(recipe: dict, script: str, dtype: str) -> bool:
+    other = retyped(script, dtype)
+    if other is None:
+        return False
+    try:
+        mod = synthesize(bytes.fromhex(recipe["seed_onnx"]), other, recipe["rng"])
+    except Exception:  # noqa: BLE001 - a variant that does not parse or splice is not made
+        return False
+    return not oatest_tvm_passes.broken(recipe.get("pass") or "", mod)

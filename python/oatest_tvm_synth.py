@@ -145,7 +145,13 @@ def synthesize(
     (see the module docstring). `bound`: pattern parameters (by name) fed a constant instead of a seed value,
     the constants the test's pass binds them to (oatest_tvm_passes.bound_params); `symbols`: values of the
     entry's symbolic dims (oatest_tvm_passes.symbol_values); `vary`: `extra-reader` returns one inner value of
-    the pattern's entry too ([`expose_inner`]), which main outputs (not for a host)."""
+    the pattern's entry too ([`expose_inner`]), which main outputs (not for a host); `dtype:<float16|float64>`
+    writes the pattern's float32 values in that dtype ([`retyped`])."""
+    for v in vary or []:
+        if v.startswith("dtype:"):
+            pattern_script, ir_json = retyped(pattern_script, v[len("dtype:"):]), None
+            if pattern_script is None:
+                raise ValueError(f"{v}: the pattern has no float32 value to retype")
     if host is not None:
         return _synthesize_hosted(seed_onnx, pattern_script, rng_seed, ir_json, host, bound, symbols)
     rng = random.Random(rng_seed)
@@ -232,6 +238,19 @@ def _returned(ret) -> list:
     if isinstance(ret, relax.Tuple):
         return [x for f in ret.fields for x in _returned(f)]
     return [ret]
+
+
+# The dtypes `--vary dtype` writes a pattern's float32 values in (its check lists those that parse and splice)
+RETYPES = ("float16", "float64")
+
+
+def retyped(script: str, dtype: str) -> str | None:
+    """The pattern's script with every float32 (annotations, constants, dtype attributes) written as `dtype`,
+    consistently, so that its ops run on the type the test never wrote; None when it has no float32. Whether the
+    result is valid Relax, parsing and splicing it tell."""
+    if dtype not in RETYPES or '"float32"' not in script:
+        return None
+    return script.replace('"float32"', f'"{dtype}"')
 
 
 def expose_inner(func, rng):

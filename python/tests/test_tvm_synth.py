@@ -145,6 +145,30 @@ def test_an_extra_reader_variant_outputs_an_inner_value_and_its_pass_still_fires
         np.testing.assert_allclose(np.frombuffer(a, "float32"), np.frombuffer(b, "float32"), rtol=1e-5)
 
 
+def test_a_dtype_variant_retypes_the_pattern_and_its_pass_still_fires():
+    # `--vary dtype`: the pattern's float32 values written as float16 (bridged from the seed's float32), a type
+    # its test never ran FuseOps on; the check lists the dtypes a pattern may be retyped to
+    import oatest_tvm_check as C
+
+    assert S.retyped(PATTERN, "float16").count('"float16"') == 2 and S.retyped(PATTERN, "int8") is None
+    checked = C.check_pattern({"seed_onnx": seed_model().hex(), "pattern": PATTERN, "rng": 3, "pass": "FuseOps"})
+    assert checked["pattern_dtypes"] == "float16,float64"
+    mod = S.synthesize(seed_model(), PATTERN, 3, vary=["dtype:float16"])
+    assert 'dtype="float16"' in mod[S.PATTERN_NAME].script()
+    recipe = json.dumps({"seed_onnx": seed_model().hex(), "pattern": PATTERN, "rng": 3, "vary": ["dtype:float16"]})
+    x = np.linspace(-1, 1, 20, dtype="float32").reshape(4, 5)
+    wire = [("x", TensorProto.FLOAT, [4, 5], x.tobytes())]
+    ref = T.run(recipe.encode(), wire, "disable", [])
+    opt = T.run(recipe.encode(), wire, "all", [])
+    assert ref["status"] == "ok" and opt["status"] == "ok", (ref["message"], opt["message"])
+    assert "FuseOps" in opt["fired"] and "FuseOps" not in ref["fired"]
+    extra = [o for o in opt["outputs"] if o[0] == S.EXTRA_OUTPUT]
+    assert extra and extra[0][1] == TensorProto.FLOAT16, [o[:3] for o in opt["outputs"]]
+    for (_, c, d, a), (_, _, _, b) in zip(ref["outputs"], opt["outputs"]):
+        dt = "float16" if c == TensorProto.FLOAT16 else "float32"
+        np.testing.assert_allclose(np.frombuffer(a, dt), np.frombuffer(b, dt), rtol=1e-3)
+
+
 def test_a_pattern_with_symbolic_dims_is_called_with_static_tensors_and_stays_dynamic():
     dyn = PATTERN.replace("(2, 3)", '("n", 3)')
     S.pattern_usable(dyn)

@@ -102,9 +102,14 @@ fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow:
     let mut source = RelaxSynthSource::new(s.seed, cfg, usable).with_hosts(hosts);
     use crate::synth::vary::Variation;
     source.extra_reader = s.vary.contains(&Variation::ExtraReader);
-    let other: Vec<&str> = s.vary.iter().filter(|v| **v != Variation::ExtraReader).map(|v| v.name()).collect();
+    source.dtype = s.vary.contains(&Variation::Dtype);
+    let built = [Variation::ExtraReader, Variation::Dtype];
+    let other: Vec<&str> = s.vary.iter().filter(|v| !built.contains(v)).map(|v| v.name()).collect();
     if !other.is_empty() {
-        eprintln!("note: --vary {} is not built for TVM's Relax patterns (extra-reader is)", other.join(", "));
+        eprintln!(
+            "note: --vary {} is not built for TVM's Relax patterns (extra-reader and dtype are)",
+            other.join(", ")
+        );
     }
     Ok(source)
 }

@@ -106,7 +106,8 @@ pub struct FuzzArgs {
     /// epsilon); `per-axis` makes a per-tensor quantization scale per-axis on one axis of the values it
     /// quantizes; `constant` makes one initializer an input the splice feeds (where any value is valid: a pass
     /// that needs a constant must leave it) or a Constant node. stats.json `variations` counts tests, target-pass
-    /// firings (the rest are near misses) and findings per kind, `variations_invalid` its invalid tests.
+    /// firings (the rest are near misses) and findings per kind, `variations_invalid` its invalid tests. TVM
+    /// builds `extra-reader` (an inner value returned and output) and `dtype` (float32 written as float16/64).
     #[arg(long, value_name = "KIND", value_parser = ["extra-reader", "dtype", "attr", "per-axis", "constant"])]
     pub vary: Vec<String>,
     /// Run the K-th of N disjoint slices of the campaign (test ids = K mod N; `--tests` counts the whole

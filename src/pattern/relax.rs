@@ -38,6 +38,10 @@ pub struct RelaxPattern {
     /// Its entry has an inner value `--vary extra-reader` can expose (the campaign's check says).
     #[serde(skip)]
     pub exposable: bool,
+    /// The dtypes `--vary dtype` may write its float32 values in (the campaign's check says: those whose
+    /// script parses, splices, and keeps the contract of its pass).
+    #[serde(skip)]
+    pub dtypes: Vec<String>,
 }
 
 impl RelaxPattern {

@@ -29,7 +29,7 @@ pub enum Usability {
 }
 
 /// Part of the cache key: bump when what [`check_library`] checks changes.
-const CHECK_VERSION: u32 = 5;
+const CHECK_VERSION: u32 = 6;
 
 /// What [`check_library`] keeps per pattern (keyed by the script's hash) in its cache file.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -43,6 +43,9 @@ struct Checked {
     /// Its entry has an inner value `--vary extra-reader` can expose.
     #[serde(default)]
     exposable: bool,
+    /// The dtypes `--vary dtype` may retype its float32 values to.
+    #[serde(default)]
+    dtypes: Vec<String>,
 }
 
 /// The file where checks are kept between campaigns: `$OATEST_CACHE_DIR`, else `$XDG_CACHE_HOME/oatest`, else
@@ -176,6 +179,7 @@ pub fn check_library(
         let c = &cache.map[&crate::util::stable_hash(&p.script)];
         p.ir_json = c.ir_json.clone();
         p.exposable = c.exposable;
+        p.dtypes = c.dtypes.clone();
         if let Some(s) = &c.shrunk {
             p.script = s.clone();
             p.shrunk = true;
@@ -204,7 +208,7 @@ fn check_one(
     let o = w.run(&check, &[], reference);
     if o.status != Status::Ok {
         let verdict = Usability::NoSplice(format!("{}: {}", o.status.kind(), o.status.message()));
-        return Checked { verdict, ir_json: None, shrunk: None, all_failed: None, exposable: false };
+        return Checked { verdict, ir_json: None, shrunk: None, all_failed: None, exposable: false, dtypes: vec![] };
     }
     let text = |name: &str| {
         o.outputs.iter().find(|t| t.name == name).and_then(|t| match &t.tensor.data {
@@ -214,6 +218,8 @@ fn check_one(
     };
     p.ir_json = text("pattern_ir");
     p.exposable = text("pattern_exposable").as_deref() == Some("1");
+    let listed = text("pattern_dtypes").unwrap_or_default();
+    p.dtypes = listed.split(',').filter(|d| !d.is_empty()).map(String::from).collect();
     let original = std::mem::take(&mut p.script);
     let shrunk = text("pattern_script").filter(|s| *s != original);
     p.script = shrunk.clone().unwrap_or(original);
@@ -231,7 +237,8 @@ fn check_one(
             (verdict, note)
         }
     };
-    Checked { verdict, ir_json: p.ir_json.clone(), shrunk, all_failed, exposable: p.exposable }
+    let dtypes = p.dtypes.clone();
+    Checked { verdict, ir_json: p.ir_json.clone(), shrunk, all_failed, exposable: p.exposable, dtypes }
 }
 
 /// The reference half of a check, `None` when it passes: the recipe (hosted in `host`, if any) runs cleanly
@@ -297,7 +304,14 @@ pub fn check_hosts(
                     }
                 },
             );
-            let c = Checked { verdict: v.clone(), ir_json: None, shrunk: None, all_failed: None, exposable: false };
+            let c = Checked {
+                verdict: v.clone(),
+                ir_json: None,
+                shrunk: None,
+                all_failed: None,
+                exposable: false,
+                dtypes: vec![],
+            };
             cache.lock().unwrap().insert(k, c);
             v
         });

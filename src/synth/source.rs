@@ -364,6 +364,9 @@ pub struct RelaxSynthSource {
     /// check's `exposable`) return it from the pattern's entry too (the runner's `expose_inner`); the other kinds
     /// are not built for Relax patterns.
     pub extra_reader: bool,
+    /// `--vary dtype`: half of the tests not spliced into a host whose pattern may be retyped (the check's
+    /// `dtypes`) write its float32 values in one of those dtypes (the runner's `retyped`).
+    pub dtype: bool,
 }
 
 /// Whether `host` may take `p`: none of their function names clash (the pattern's entry is renamed, but which
@@ -382,7 +385,8 @@ impl RelaxSynthSource {
         for p in patterns {
             groups.entry(p.pass.clone()).or_default().push(p);
         }
-        RelaxSynthSource { seed, cfg, by_pass: groups.into_values().collect(), hosts: Vec::new(), extra_reader: false }
+        let by_pass = groups.into_values().collect();
+        RelaxSynthSource { seed, cfg, by_pass, hosts: Vec::new(), extra_reader: false, dtype: false }
     }
 
     /// Hosts for half of the tests: modules from TVM's tests that run cleanly at the reference as hosts.
@@ -419,6 +423,12 @@ impl TestSource for RelaxSynthSource {
         {
             recipe.vary.push(crate::synth::vary::Variation::ExtraReader.name().to_string());
             variations.push(crate::synth::vary::Variation::ExtraReader.name());
+        }
+        let mut pick = crate::seedgen::rng_for(self.seed ^ 0xd7_e5, id);
+        if self.dtype && !p.dtypes.is_empty() && recipe.host.is_none() && pick.random_bool(0.5) {
+            let dtype = &p.dtypes[pick.random_range(0..p.dtypes.len())];
+            recipe.vary.push(format!("{}:{dtype}", crate::synth::vary::Variation::Dtype.name()));
+            variations.push(crate::synth::vary::Variation::Dtype.name());
         }
         let payload = Payload::Recipe(Box::new(recipe));
         let target_pass = Some(p.pass.clone());

@@ -164,3 +164,42 @@ fn relax_tests_vary_only_exposable_patterns_and_say_so_in_the_recipe() {
         }
     }
 }
+
+#[test]
+fn relax_tests_vary_dtypes_the_check_listed_and_say_which_in_the_recipe() {
+    use crate::synth::source::{RelaxSynthSource, TestSource};
+    let pattern = |dtypes: &[&str]| {
+        let mut p: crate::pattern::relax::RelaxPattern = serde_json::from_value(serde_json::json!({
+            "format": 1, "kind": "tvm-relax", "pass": "FuseOps", "granularity": "block",
+            "fires_with_default_args": true, "functions": ["main"],
+            "provenance": {"test": "t.py::f", "file": "t.py", "function": "f"},
+            "tvm_version": "0.27", "script": "# script"
+        }))
+        .unwrap();
+        p.dtypes = dtypes.iter().map(|d| d.to_string()).collect();
+        p
+    };
+    for dtypes in [&[][..], &["float16"][..], &["float16", "float64"][..]] {
+        let mut source = RelaxSynthSource::new(1, Default::default(), vec![pattern(dtypes)]);
+        source.dtype = true;
+        let tests: Vec<_> = (0..40).map(|id| source.make(id).unwrap()).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for t in &tests {
+            let vary = &t.payload.recipe().unwrap().vary;
+            assert_eq!(vary.is_empty(), t.variations.is_empty(), "the recipe says what the test counts");
+            for v in vary {
+                let d = v.strip_prefix("dtype:").expect("a dtype variant names its dtype");
+                assert!(dtypes.contains(&d), "{d} was not listed");
+                seen.insert(d.to_string());
+            }
+        }
+        let varied = tests.iter().filter(|t| t.variations == ["dtype"]).count();
+        match dtypes.len() {
+            0 => assert_eq!(varied, 0, "a pattern that cannot be retyped is never varied"),
+            n => {
+                assert!((8..=32).contains(&varied), "about half varied: {varied} of 40");
+                assert_eq!(seen.len(), n, "each listed dtype is used: {seen:?}");
+            }
+        }
+    }
+}
