@@ -256,13 +256,29 @@ def retyped(script: str, dtype: str) -> str | None:
 def expose_inner(func, rng):
     """`func` with one inner tensor value (a bound variable of static type that it does not return already) also
     returned, as the last field of a tuple after its own result: a pass on the pattern must leave that value to
-    its extra reader (`--vary extra-reader`, as for ONNX patterns). (func, False) when it has none."""
+    its extra reader (`--vary extra-reader`, as for ONNX patterns). (func, False) when it has none. Only values an
+    op computes (a call), never one it returns under another name nor a part of a parameter: a function returning
+    one value twice, or its own parameter, is what no pass before a fusion writes (FuseTIR refused both, a
+    review of the kind's findings found), and tells nothing about the pattern's pass."""
     body = func.body
+    alias = {}  # a variable bound to another variable: the one it names
+    for blk in body.blocks:
+        for b in blk.bindings:
+            if isinstance(b, relax.VarBinding) and isinstance(b.value, relax.Var):
+                alias[b.var] = b.value
+
+    def root(v):
+        while v in alias:
+            v = alias[v]
+        return v
+
+    returned = [root(r) for r in _returned(body.body) if isinstance(r, relax.Var)]
     cands = [
         (i, b.var)
         for i, blk in enumerate(body.blocks)
         for b in blk.bindings
-        if _static(b.var.ty) is not None and not any(b.var.same_as(r) for r in _returned(body.body))
+        if isinstance(b, relax.VarBinding) and isinstance(b.value, relax.Call) and _static(b.var.ty) is not None
+        and not any(b.var.same_as(r) for r in returned)
     ]
     if not cands:
         return func, False

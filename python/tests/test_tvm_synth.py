@@ -145,6 +145,31 @@ def test_an_extra_reader_variant_outputs_an_inner_value_and_its_pass_still_fires
         np.testing.assert_allclose(np.frombuffer(a, "float32"), np.frombuffer(b, "float32"), rtol=1e-5)
 
 
+def test_an_extra_reader_is_never_a_returned_value_under_another_name_nor_part_of_a_parameter():
+    # a review of the kind's findings: FuseTIR refused a function returning one value twice, or its own parameter
+    import random
+
+    script = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tuple(R.Tensor((2, 3), dtype="float32"), R.Tensor((2, 3), dtype="float32"))) -> R.Tensor((2, 3), dtype="float32"):
+        with R.dataflow():
+            a = x[0]
+            b = R.exp(a)
+            c = b
+            R.output(c)
+        return c
+"""
+    head = "# from tvm.script import ir as I\n# from tvm.script import relax as R\n"
+    f = S._parsed(head + script)["main"]
+    assert S.expose_inner(f, random.Random(0))[1] is False
+    g = S._parsed(head + script.replace("c = b", "d = R.add(b, a)\n            c = R.exp(d)"))["main"]
+    for seed in range(8):
+        new, exposed = S.expose_inner(g, random.Random(seed))
+        assert exposed and new.body.body.fields[1].name in ("b_exposed", "d_exposed")
+
+
 def test_a_dtype_variant_retypes_the_pattern_and_its_pass_still_fires():
     # `--vary dtype`: the pattern's float32 values written as float16 (bridged from the seed's float32), a type
     # its test never ran FuseOps on; the check lists the dtypes a pattern may be retyped to
