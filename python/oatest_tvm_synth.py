@@ -242,13 +242,16 @@ def _returned(ret) -> list:
 
 # The dtypes `--vary dtype` writes a pattern's float32 values in (its check lists those that parse and splice)
 RETYPES = ("float16", "float64")
+_OPAQUE_CALLS = ("T.prim_func", "call_tir", "call_dps_packed", "call_packed", "call_pure_packed", "ExternFunc")
 
 
 def retyped(script: str, dtype: str) -> str | None:
     """The pattern's script with every float32 (annotations, constants, dtype attributes) written as `dtype`,
-    consistently, so that its ops run on the type the test never wrote; None when it has no float32. Whether the
-    result is valid Relax, parsing and splicing it tell."""
-    if dtype not in RETYPES or '"float32"' not in script:
+    consistently, so that its ops run on the type the test never wrote; None when it has no float32, or calls
+    code whose types the text does not say (TIR PrimFuncs, whose `T.float32` literals stay, and packed
+    functions): a first campaign filed such half-retyped calls as CallTIRRewrite errors. Whether the result is
+    valid Relax, parsing and splicing it tell."""
+    if dtype not in RETYPES or '"float32"' not in script or any(t in script for t in _OPAQUE_CALLS):
         return None
     return script.replace('"float32"', f'"{dtype}"')
 

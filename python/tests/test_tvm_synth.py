@@ -176,6 +176,7 @@ def test_a_dtype_variant_retypes_the_pattern_and_its_pass_still_fires():
     import oatest_tvm_check as C
 
     assert S.retyped(PATTERN, "float16").count('"float16"') == 2 and S.retyped(PATTERN, "int8") is None
+    assert S.retyped(PATTERN.replace("R.add(x, x)", "R.call_tir(cls.add, (x, x))"), "float16") is None
     checked = C.check_pattern({"seed_onnx": seed_model().hex(), "pattern": PATTERN, "rng": 3, "pass": "FuseOps"})
     assert checked["pattern_dtypes"] == "float16,float64"
     mod = S.synthesize(seed_model(), PATTERN, 3, vary=["dtype:float16"])
