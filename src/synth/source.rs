@@ -361,8 +361,8 @@ pub struct RelaxSynthSource {
     /// pattern into (see [`RelaxSynthSource::with_hosts`]).
     hosts: Vec<crate::pattern::relax::RelaxPattern>,
     /// `--vary extra-reader`: half of the tests not spliced into a host whose pattern has an inner value (the
-    /// check's `exposable`) return it from the pattern's entry too (the runner's `expose_inner`); the other kinds
-    /// are not built for Relax patterns.
+    /// check's `exposable`) return it from the pattern's entry too (the runner's `expose_inner`); of the other
+    /// kinds only `dtype` is built for Relax patterns.
     pub extra_reader: bool,
     /// `--vary dtype`: half of the tests not spliced into a host whose pattern may be retyped (the check's
     /// `dtypes`) write its float32 values in one of those dtypes (the runner's `retyped`).
