@@ -78,8 +78,17 @@ fn check_qparams(op: &str, x: &Fact, scale: &Fact, zp: Option<&Fact>, attrs: &At
 }
 
 /// A positive scale value that is exact in float16 (k/128).
-fn scale_value(rng: &mut Rng) -> f64 {
+pub(super) fn scale_value(rng: &mut Rng) -> f64 {
     rng.random_range(1..=25) as f64 / 128.0
+}
+
+/// A zero point of `dt` near its range's middle (uint8 96..=160, int8 -16..=16; 0 for int32).
+pub(super) fn zero_point_value(rng: &mut Rng, dt: DType) -> f64 {
+    match dt {
+        U8 => rng.random_range(96..=160) as f64,
+        I8 => rng.random_range(-16..=16) as f64,
+        _ => 0.0,
+    }
 }
 
 /// QuantizeLinear(x, y_scale, y_zero_point?): float32/16 to int8/uint8 (the zero point's dtype; uint8 without one).
@@ -197,13 +206,7 @@ impl OpSpec for Dequantize {
         let scale = d.constant(Tensor::from_f64s(sdt, &qd, &scales));
         let mut inputs = vec![x.name, scale];
         if rng.random_bool(0.8) {
-            let zps: Vec<f64> = (0..n)
-                .map(|_| match dt {
-                    U8 => rng.random_range(96..=160) as f64,
-                    I8 => rng.random_range(-16..=16) as f64,
-                    _ => 0.0,
-                })
-                .collect();
+            let zps: Vec<f64> = (0..n).map(|_| zero_point_value(rng, dt)).collect();
             inputs.push(d.constant(Tensor::from_f64s(dt, &qd, &zps)));
         }
         finish(self, d, Proposal::new(inputs, attrs))

@@ -38,10 +38,11 @@ impl Recipe {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn pattern() -> RelaxPattern {
+    /// A FuseOps Relax pattern with a placeholder script (the variation tests draw from it too).
+    pub(crate) fn pattern() -> RelaxPattern {
         serde_json::from_value(serde_json::json!({
             "format": 1, "kind": "tvm-relax", "pass": "FuseOps", "granularity": "block",
             "fires_with_default_args": true, "functions": ["main"],

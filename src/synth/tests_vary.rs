@@ -135,22 +135,11 @@ fn a_spliced_test_takes_its_patterns_settings_in_place_of_an_earlier_splices() {
     assert_eq!(base.metadata.len(), 2);
 }
 
-/// A FuseOps Relax pattern with a placeholder script (what the Relax tests' variation choices read).
-fn relax_pattern() -> crate::pattern::relax::RelaxPattern {
-    serde_json::from_value(serde_json::json!({
-        "format": 1, "kind": "tvm-relax", "pass": "FuseOps", "granularity": "block",
-        "fires_with_default_args": true, "functions": ["main"],
-        "provenance": {"test": "t.py::f", "file": "t.py", "function": "f"},
-        "tvm_version": "0.27", "script": "# script"
-    }))
-    .unwrap()
-}
-
 #[test]
 fn relax_tests_vary_only_exposable_patterns_and_say_so_in_the_recipe() {
     use crate::synth::source::{RelaxSynthSource, TestSource};
     let pattern = |exposable: bool| {
-        let mut p = relax_pattern();
+        let mut p = crate::synth::recipe::tests::pattern();
         p.exposable = exposable;
         p
     };
@@ -174,7 +163,7 @@ fn relax_tests_vary_only_exposable_patterns_and_say_so_in_the_recipe() {
 fn relax_tests_vary_dtypes_the_check_listed_and_say_which_in_the_recipe() {
     use crate::synth::source::{RelaxSynthSource, TestSource};
     let pattern = |dtypes: &[&str]| {
-        let mut p = relax_pattern();
+        let mut p = crate::synth::recipe::tests::pattern();
         p.dtypes = dtypes.iter().map(|d| d.to_string()).collect();
         p
     };

@@ -4,6 +4,7 @@
 use super::{Kind, QOp, Q};
 use crate::graph::{Attr, Attrs, DType, Tensor, TensorType};
 use crate::ops::draft::random_type;
+use crate::ops::quant::{scale_value, zero_point_value};
 use crate::ops::shape::{finish, pick_static};
 use crate::ops::{Draft, Proposal, Reject, Rng};
 use rand::seq::IndexedRandom;
@@ -14,14 +15,13 @@ use DType::*;
 fn qparams(d: &mut Draft, rng: &mut Rng, q: DType, n: Option<usize>) -> (String, String) {
     let dims: Vec<usize> = n.into_iter().collect();
     let len = n.unwrap_or(1);
-    let scales: Vec<f64> = (0..len).map(|_| rng.random_range(1..=25) as f64 / 128.0).collect();
-    let zps: Vec<f64> = (0..len)
-        .map(|_| if q == U8 { rng.random_range(96..=160) } else { rng.random_range(-16..=16) } as f64)
-        .collect();
+    let scales: Vec<f64> = (0..len).map(|_| scale_value(rng)).collect();
+    let zps: Vec<f64> = (0..len).map(|_| zero_point_value(rng, q)).collect();
     (d.constant(Tensor::from_f64s(F32, &dims, &scales)), d.constant(Tensor::from_f64s(q, &dims, &zps)))
 }
 
-fn small_ints(rng: &mut Rng, q: DType, dims: &[usize]) -> Tensor {
+/// Weights over `q`'s whole range (the draft's `random_tensor` keeps integers small).
+fn full_range(rng: &mut Rng, q: DType, dims: &[usize]) -> Tensor {
     let n: usize = dims.iter().product();
     let v: Vec<f64> =
         (0..n).map(|_| if q == U8 { rng.random_range(0..=255) } else { rng.random_range(-128..=127) } as f64).collect();
@@ -52,7 +52,7 @@ impl QOp {
                 let qb = if self.kind == Kind::DynamicMatMul { qa } else { pair(rng, qa) };
                 let cols = rng.random_range(1..=8);
                 let trans = self.kind == Kind::Gemm && rng.random_bool(0.3);
-                let b = d.constant(small_ints(rng, qb, &if trans { [cols, k] } else { [k, cols] }));
+                let b = d.constant(full_range(rng, qb, &if trans { [cols, k] } else { [k, cols] }));
                 if trans {
                     attrs.insert("transB".into(), Attr::Int(1));
                 }
@@ -90,7 +90,7 @@ impl QOp {
                 let (qx, qw) = (x.ty.dtype, pair(rng, x.ty.dtype));
                 let m = rng.random_range(1..=4);
                 let k = rng.random_range(1..=xd[2].min(xd[3]).min(3));
-                let w = d.constant(small_ints(rng, qw, &[m, xd[1], k, k]));
+                let w = d.constant(full_range(rng, qw, &[m, xd[1], k, k]));
                 if rng.random_bool(0.3) {
                     attrs.insert("pads".into(), Attr::Ints(vec![1; 4]));
                 }
@@ -120,7 +120,7 @@ impl QOp {
                         let bd = if rng.random_bool(0.5) { xd.clone() } else { vec![*xd.last().unwrap()] };
                         let b = match d.pick(rng, |t| t.dtype == q && t.dims().as_deref() == Some(&bd[..])) {
                             Some(v) if rng.random_bool(0.5) => v.name,
-                            _ => d.constant(small_ints(rng, q, &bd)),
+                            _ => d.constant(full_range(rng, q, &bd)),
                         };
                         let (sb, zb) = qparams(d, rng, q, None);
                         vec![x.name, sx, opt(rng, zx), b, sb, opt(rng, zb), sy, opt(rng, zy)]
@@ -133,7 +133,7 @@ impl QOp {
                     Kind::Concat => {
                         let xd = x.ty.dims().unwrap();
                         attrs.insert("axis".into(), Attr::Int(rng.random_range(0..xd.len()) as i64));
-                        let other = d.constant(small_ints(rng, q, &xd));
+                        let other = d.constant(full_range(rng, q, &xd));
                         let (so, zo) = qparams(d, rng, q, None);
                         vec![sy, zy, x.name, sx, zx, other, so, zo]
                     }
