@@ -22,7 +22,8 @@ TVMScript, the pass it inserts, test-only fault metadata; main's parameters are 
 to that reduction's tool (kind `oatest-relax-tool`, answered by oatest_tvm_reduce as one uint8 output `json`).
 
 Builds are for speed, identically for every configuration of a test: LLVM at -O0 (F16C when the host has it), TIR
-argument assertions, CSE and storage rewriting off, linked with `ld -shared` rather than JIT-compiled.
+argument assertions, CSE and storage rewriting off, lowered by oatest_tvm_memo's CPU lowering, linked with
+`ld -shared` rather than JIT-compiled.
 
 The worker loads oatest_tvm_passes, oatest_tvm_synth, oatest_tvm_check, oatest_tvm_reduce and this module, in that
 order, from the sources compiled into the binary (RUNNER_SOURCES in src/compiler/tvm.rs); a TVM bug's repro.py
@@ -147,26 +148,28 @@ def load(ex):
 
 _FOLD_BUILDS: OrderedDict = OrderedDict()
 FOLD_MAX = 1024  # builds kept, the ones used last (a shared library each, about 100 KiB)
-_tirx_build = tvm.tirx.build
 
 
 def _fold_build(mod, target=None, pipeline="default"):
     """FoldConstant evaluates constant calls by building each PrimFunc through the global `tirx.build` with a
-    plain `llvm` target (-O3), which made it 70% of a pipeline's time. This build uses -O0 for such targets,
-    links it as a shared library (`load`: a JIT-compiled module holds its LLVM module, about 1 MiB, which made
-    these builds half of a worker's memory growth) and keeps the FOLD_MAX builds used last, by structural
-    equality (in a campaign 4 in 10 builds are hits)."""
+    plain `llvm` target (-O3), which made it 70% of a pipeline's time. This build uses -O0 for such targets, and
+    the runner's CPU lowering when its assertions are off, links it as a shared library (`load`: a JIT-compiled
+    module holds its LLVM module, about 1 MiB, which made these builds half of a worker's memory growth) and keeps
+    the FOLD_MAX builds used last, by structural equality (in a campaign 4 in 10 builds are hits)."""
     if target is not None:
         t = tvm.target.Target(target)
         if t.kind.name == "llvm" and "opt-level" not in t.attrs:
             target = _target()
+            if pipeline == "default" and tvm.transform.PassContext.current().config.get("tirx.disable_assert"):
+                pipeline = oatest_tvm_memo.CPU
     key = structural_hash(mod)
-    for m, tgt, built in _FOLD_BUILDS.get(key, []):
-        if tgt == str(target) and tvm_ffi.structural_equal(m, mod):
+    how = (str(target), pipeline)
+    for m, h, built in _FOLD_BUILDS.get(key, []):
+        if h == how and tvm_ffi.structural_equal(m, mod):
             oatest_tvm_memo.used(_FOLD_BUILDS, key, FOLD_MAX)
             return built
-    built = load(_tirx_build(mod, target, pipeline))
-    _FOLD_BUILDS.setdefault(key, []).append((mod, str(target), built))
+    built = load(tvm.tirx.build(mod, target, pipeline))
+    _FOLD_BUILDS.setdefault(key, []).append((mod, how, built))
     oatest_tvm_memo.used(_FOLD_BUILDS, key, FOLD_MAX)
     return built
 
@@ -544,7 +547,8 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
             passes[i] = _raising(victim, passes[i], lambda: _fault(meta, level, rec.fired), names_listed)
         seq = tvm.transform.Sequential(passes)
         with tvm.transform.PassContext(opt_level=3, instruments=[rec], config={} if strict else PASS_CONFIG), target:
-            ex = tvm.compile(mod, target=target, relax_pipeline=seq)
+            ex = tvm.compile(mod, target=target, relax_pipeline=seq,
+                             tir_pipeline="default" if strict else oatest_tvm_memo.CPU)
         fault = _fault(meta, level, rec.fired)
         if fault == "segfault":
             import ctypes

@@ -1,10 +1,14 @@
-"""Memos that make a TVM test cheaper without changing what it computes (the TVM runner installs them when it
-loads; OATEST_TVM_NO_MEMO=1 leaves them out). Both configurations of a test, and many tests, legalize the same op
-calls and lower the same PrimFuncs; each memo keys its work by everything the work reads, compared structurally:
+"""Memos, and a lowering, that make a TVM test cheaper without changing what it computes (the TVM runner installs
+the memos when it loads; OATEST_TVM_NO_MEMO=1 leaves them out). Both configurations of a test, and many tests,
+legalize the same op calls and lower the same PrimFuncs; each memo keys its work by everything the work reads,
+compared structurally:
 
 - **legalization**: a Relax op call's FLegalize result (Python and TE: a third of a test's CPU time before);
-- **TIR lowering**: a PrimFunc's run through TIR's default pipeline (a fifth of it), for the LLVM CPU builds the
+- **TIR lowering**: a PrimFunc's run through the CPU lowering below (a fifth of it), for the LLVM CPU builds the
   runner makes (assertions off); the functions of one build are then generated as one module, as before.
+
+**CPU lowering** (`CPU`, a TIR pipeline by name): TIR's default pipeline without the passes that only act on GPU
+constructs or only make the generated code faster, for the runner's builds with assertions off.
 
 Measured in docs/BENCHMARKS.md ("TVM throughput").
 """
@@ -101,6 +105,45 @@ def _memo_entry(bb, call, res):
     return (func, gvar.name_hint, picks, res) if isinstance(func, tvm.tirx.PrimFunc) else None
 
 
+# CPU lowering. TIR's default pipeline serves every target: of its passes, about half act only on GPU constructs
+# (thread bindings, shared and warp memory, tensor cores, software pipelines, double buffers, VTCM) and some only
+# make the code faster (simplification, if-hoisting, loop partitioning, narrower index types), which oatest, testing
+# Relax passes, does not need: those were half of the lowering passes' time. The runner's builds (assertions off)
+# go through the rest, in the default order; 1,000 requests of a campaign replayed gave the same outputs, bit for
+# bit (docs/BENCHMARKS.md, "TVM throughput: a CPU lowering"). An apache-tvm lacking one of them gets the default.
+CPU = "oatest_cpu"
+_CPU_PASSES = (
+    "s_tir.CanonicalizeLoop", "s_tir.LowerCrossThreadReduction", "s_tir.LowerInitBlock",
+    "s_tir.PlanAndUpdateBufferAllocationLocation", "s_tir.ConvertBlocksToOpaque", "s_tir.CompactBufferAllocation",
+    "s_tir.LowerMatchBuffer", "s_tir.LowerOpaqueBlock", "tirx.FlattenBuffer", "tirx.BF16ComputeLegalize",
+    "tirx.VectorizeLoop", "tirx.UnrollLoop", "s_tir.RewriteUnsafeSelect", "tirx.FP8ComputeLegalize",
+    "tirx.VerifyMemory", "tirx.AnnotateEntryFunc", "tirx.SplitHostDevice", "tirx.MakePackedAPI",
+    "tirx.FP8StorageLegalize", "tirx.BF16StorageLegalize",
+)
+
+
+def _cpu_pass(qualified: str):
+    space, name = qualified.split(".")
+    return getattr(getattr(getattr(tvm, space, None), "transform", None), name, None)
+
+
+def _cpu_pipeline():
+    default = tvm.tirx.get_tir_pipeline("default")
+    if any(_cpu_pass(p) is None for p in _CPU_PASSES):
+        return default
+
+    @tvm.transform.module_pass(opt_level=0, name="OatestCpuLowering")
+    def lower(mod, _ctx):
+        vectorize = not bool(tvm.transform.PassContext.current().config.get("tirx.disable_vectorize", False))
+        passes = [_cpu_pass(p)(vectorize) if p == "tirx.VectorizeLoop" else _cpu_pass(p)() for p in _CPU_PASSES]
+        return tvm.transform.Sequential(passes)(mod)
+
+    return lower, default[1], default[2]
+
+
+tvm.tirx.compilation_pipeline.PIPELINE_MAP[CPU] = _cpu_pipeline
+
+
 # TIR lowering memo. `relax.build` links one module of every PrimFunc through `tvm.tirx.build`; this build lowers
 # only the PrimFuncs it has not lowered before under the same PassContext configuration (keyed by the function
 # without its symbol name, compared structurally), reuses the others under their new symbol, and then finishes
@@ -119,7 +162,7 @@ def _key(f):
 def cached_build(mod, target=None, pipeline="default"):
     """`tvm.tirx.build` for the runner's builds (others go to it unchanged)."""
     ctx = tvm.transform.PassContext.current()
-    if (not isinstance(mod, tvm.IRModule) or pipeline != "default" or target is None
+    if (not isinstance(mod, tvm.IRModule) or pipeline != CPU or target is None
             or not ctx.config.get("tirx.disable_assert", False)
             or not all(isinstance(f, tirx.PrimFunc) for f in mod.functions.values())):
         return _build(mod, target, pipeline)

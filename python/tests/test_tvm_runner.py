@@ -109,7 +109,7 @@ def test_a_primfunc_lowered_before_is_reused_under_its_new_symbol():
     got = []
     for mod, args in ((One, [x]), (Two, [x, y])):
         with tvm.transform.PassContext(opt_level=3, config=T.PASS_CONFIG), T._target():
-            ex = tvm.compile(mod, target=T._target(), relax_pipeline=seq)
+            ex = tvm.compile(mod, target=T._target(), relax_pipeline=seq, tir_pipeline=M.CPU)
         vm = tvm.relax.VirtualMachine(T.load(ex), tvm.cpu())
         got.append(vm["main"](*[tvm.runtime.tensor(a) for a in args]).numpy())
         lowered = sum(len(v) for v in M._LOWERED.values())
@@ -227,6 +227,53 @@ def test_a_pass_fires_when_it_changes_a_function_not_when_it_rebuilds_the_module
         seen.add(whole)
         mod = after
     assert seen == {True, False}, "passes that change the module and passes that do not"
+
+
+def test_the_cpu_lowering_runs_no_gpu_or_speed_pass_and_computes_what_the_default_lowering_does():
+    """The runner's builds lower their PrimFuncs through the CPU lowering (`oatest_tvm_memo.CPU`), which leaves out
+    TIR's passes for GPU constructs and those that only make code faster (simplification, if-hoisting). A module
+    whose PrimFuncs hold padding conditions, a reduction, a strided slice and a select gives the default lowering's
+    outputs bit for bit, and so does a constant FoldConstant evaluates."""
+    import numpy as np
+    import oatest_tvm_memo as M
+    import tvm
+    from tvm.script import relax as R
+
+    @tvm.script.ir_module
+    class Mod:
+        @R.function
+        def main(x: R.Tensor((1, 3, 9, 9), "float32")) -> R.Tensor((1, 3, 2, 5), "float32"):
+            p = R.nn.max_pool2d(x, pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1))
+            s = R.sum(p, axis=[3], keepdims=True)
+            c = R.add(R.const(np.full((1, 3, 1, 1), 0.25, "float32")), R.const(np.ones((1, 3, 1, 1), "float32")))
+            q = R.strided_slice(R.multiply(p, R.add(s, c)), axes=[2], begin=[0], end=[5], strides=[2])
+            return R.where(R.greater(q, R.const(0.5, "float32")), q, R.negative(q))
+
+    @tvm.instrument.pass_instrument
+    class Seen:
+        def __init__(self):
+            self.names = set()
+
+        def run_before_pass(self, mod, info):
+            self.names.add(info.name)
+
+    x = np.random.default_rng(3).standard_normal((1, 3, 9, 9)).astype("float32")
+    seq = tvm.transform.Sequential([T._make(n) for n in T.passes_for("all", [])])
+    outs, seen = {}, {}
+    for lowering in (M.CPU, "default"):
+        T._FOLD_BUILDS.clear()
+        seen[lowering] = Seen()
+        with tvm.transform.PassContext(opt_level=3, config=T.PASS_CONFIG, instruments=[seen[lowering]]), T._target():
+            ex = tvm.compile(Mod, target=T._target(), relax_pipeline=seq, tir_pipeline=lowering)
+        vm = tvm.relax.VirtualMachine(T.load(ex), tvm.cpu())
+        outs[lowering] = vm["main"](tvm.runtime.tensor(x)).numpy()
+        folds = [how for entries in T._FOLD_BUILDS.values() for _, how, _ in entries]
+        assert folds and all(pipeline == M.CPU for _, pipeline in folds), "FoldConstant's builds, assertions off"
+    np.testing.assert_array_equal(outs[M.CPU], outs["default"])
+    assert "FoldConstant" in seen[M.CPU].names and "tirx.MakePackedAPI" in seen[M.CPU].names
+    left_out = {"s_tir.StmtSimplify", "s_tir.HoistIfThenElse", "s_tir.LoopPartition", "s_tir.ThreadSync"}
+    assert not left_out & seen[M.CPU].names, "the CPU lowering leaves them out"
+    assert left_out <= seen["default"].names, "the default lowering runs them"
 
 
 def test_builds_are_libraries_unloaded_once_unused_and_constant_folding_builds_are_libraries_too():
