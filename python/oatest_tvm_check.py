@@ -13,6 +13,10 @@ import tvm
 
 import oatest_tvm_passes
 from oatest_tvm_synth import RETYPES, _entry, _parsed, expose_inner, retyped, synthesize
+from oatest_tvm_vary import attr_sites
+
+# the attribute sites of a pattern the check tries for `--vary attr` (each costs a parse and a splice)
+MAX_ATTR_SITES = 6
 
 
 def pattern_ir(script: str) -> str:
@@ -56,9 +60,9 @@ def shrink(script: str) -> str | None:
 def check_pattern(recipe: dict) -> dict:
     """The campaign's pattern check, step one: the pattern (shrunk if it is too large) parses, takes static
     tensors, and splices into the recipe's seed; returns the pattern's module as JSON, the script used, whether
-    its entry has an inner value `--vary extra-reader` can expose ("1" or "0"), and the dtypes `--vary dtype` may
-    write its float32 values in (comma-separated: those whose script parses, splices, and keeps the contract of
-    the test's pass)."""
+    its entry has an inner value `--vary extra-reader` can expose ("1" or "0"), the dtypes `--vary dtype` may
+    write its float32 values in, and the attribute sites `--vary attr` may change (oatest_tvm_vary; each
+    comma-separated: those whose variant parses, splices, and keeps the contract of the test's pass)."""
     script = recipe["pattern"]
     if max_elems(script) > MAX_ELEMS:
         script = shrink(script)
@@ -69,8 +73,9 @@ def check_pattern(recipe: dict) -> dict:
     exposable = expose_inner(pat[_entry(pat)], random.Random(0))[1]
     exposed = "1" if exposable else "0"
     dtypes = [d for d in RETYPES if _retypable(recipe, script, d)]
+    sites = [k for k in range(min(attr_sites(pat), MAX_ATTR_SITES)) if _splices(recipe, script, [f"attr:{k}"])]
     return {"pattern_ir": pattern_ir(script), "pattern_script": script, "pattern_exposable": exposed,
-            "pattern_dtypes": ",".join(dtypes)}
+            "pattern_dtypes": ",".join(dtypes), "pattern_attrs": ",".join(map(str, sites))}
 
 
 def _retypable(recipe: dict, script: str, dtype: str) -> bool:
@@ -78,8 +83,13 @@ def _retypable(recipe: dict, script: str, dtype: str) -> bool:
     # BindParams binds parameters to its test's float32 arrays, which a retyped parameter no longer takes
     if other is None or oatest_tvm_passes.bound_params(recipe.get("pass"), recipe.get("pass_args")):
         return False
+    return _splices(recipe, script, [f"dtype:{dtype}"])
+
+
+def _splices(recipe: dict, script: str, vary: list) -> bool:
+    """The variant parses, splices, and keeps the contract of the test's pass."""
     try:
-        mod = synthesize(bytes.fromhex(recipe["seed_onnx"]), other, recipe["rng"])
+        mod = synthesize(bytes.fromhex(recipe["seed_onnx"]), script, recipe["rng"], vary=vary)
     except Exception:  # noqa: BLE001 - a variant that does not parse or splice is not made
         return False
     return not oatest_tvm_passes.broken(recipe.get("pass") or "", mod)

@@ -127,6 +127,22 @@ def encode_args(name: str, args: tuple, kwargs: dict) -> dict:
     return out
 
 
+# how this TVM's `save_json` ends its JSON
+_THIS_TVM = '"metadata":{"tvm_version":%s}}' % json.dumps(tvm.__version__)
+
+
+def load_json(text: str):
+    """`tvm.ir.load_json`, without its upgrade of an older TVM's JSON (a parse and a re-dump, 10-15 ms for a
+    pattern's module) when this TVM wrote it."""
+    if text.endswith(_THIS_TVM):
+        try:
+            from tvm_ffi.serialization import from_json_graph_str
+        except ImportError:  # an apache-tvm-ffi without it
+            return tvm.ir.load_json(text)
+        return from_json_graph_str(text)
+    return tvm.ir.load_json(text)
+
+
 def _decode(v):
     if not isinstance(v, dict):
         return v
@@ -138,11 +154,11 @@ def _decode(v):
         a = v["ndarray"]
         return np.frombuffer(bytes.fromhex(a["hex"]), dtype=a["dtype"]).reshape(a["shape"]).copy()
     if "tvm" in v:
-        return tvm.ir.load_json(v["tvm"])
+        return load_json(v["tvm"])
     if "fusion_pattern" in v:
         f = v["fusion_pattern"]
-        annotations = {k: tvm.ir.load_json(p) for k, p in f["annotation_patterns"].items()}
-        return relax.transform.FusionPattern(f["name"], tvm.ir.load_json(f["pattern"]), annotations)
+        annotations = {k: load_json(p) for k, p in f["annotation_patterns"].items()}
+        return relax.transform.FusionPattern(f["name"], load_json(f["pattern"]), annotations)
     raise ValueError(f"unknown argument encoding: {sorted(v)}")
 
 

@@ -63,7 +63,7 @@ def script_of(mod: tvm.IRModule) -> str:
 def _copy(mod: tvm.IRModule) -> tvm.IRModule:
     """A module of new objects (an edit may retype a module's GlobalVars, and a parsed module must stay as it
     was): a JSON round trip, ten times faster than parsing its script again."""
-    return tvm.ir.load_json(tvm.ir.save_json(mod))
+    return oatest_tvm_passes.load_json(tvm.ir.save_json(mod))
 
 
 def module_test(recipe: dict) -> dict:

@@ -27,6 +27,7 @@ import tvm.relax.utils  # noqa: F401 - copy_with_new_vars
 
 import oatest_tvm_feeds
 import oatest_tvm_passes
+from oatest_tvm_vary import varied_attr
 
 
 def _static(ty):
@@ -105,12 +106,12 @@ _PARSED: dict = {}
 
 def _parsed(script: str, ir_json: str | None = None) -> tvm.IRModule:
     """The pattern's module. TVMScript parsing costs ~0.05-0.1 s, loading the module's JSON (`pattern_ir`, from
-    the campaign's pattern check) ~4 ms: each worker also keeps the patterns it has seen."""
+    the campaign's pattern check) a few ms: each worker also keeps the patterns it has seen."""
     mod = _PARSED.get(script)
     if mod is None:
         if ir_json:
             try:
-                mod = tvm.ir.load_json(ir_json)
+                mod = oatest_tvm_passes.load_json(ir_json)
             except Exception:  # noqa: BLE001 - another TVM version's JSON: parse the script instead
                 mod = None
         if mod is None:
@@ -146,12 +147,19 @@ def synthesize(
     the constants the test's pass binds them to (oatest_tvm_passes.bound_params); `symbols`: values of the
     entry's symbolic dims (oatest_tvm_passes.symbol_values); `vary`: `extra-reader` returns one inner value of
     the pattern's entry too ([`expose_inner`]), which main outputs (not for a host); `dtype:<float16|float64>`
-    writes the pattern's float32 values in that dtype ([`retyped`])."""
+    writes the pattern's float32 values in that dtype ([`retyped`]); `attr:<site>` changes one op call's
+    axis or flag (oatest_tvm_vary.varied_attr)."""
     for v in vary or []:
         if v.startswith("dtype:"):
             pattern_script, ir_json = retyped(pattern_script, v[len("dtype:"):]), None
             if pattern_script is None:
                 raise ValueError(f"{v}: the pattern has no float32 value to retype")
+        elif v.startswith("attr:"):
+            site = int(v[len("attr:"):])
+            pattern_script = varied_attr(_parsed(pattern_script, ir_json), pattern_script, site)
+            ir_json = None
+            if pattern_script is None:
+                raise ValueError(f"{v}: the pattern has no such attribute site")
     if host is not None:
         return _synthesize_hosted(seed_onnx, pattern_script, rng_seed, ir_json, host, bound, symbols)
     rng = random.Random(rng_seed)

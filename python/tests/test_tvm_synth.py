@@ -195,6 +195,42 @@ def test_a_dtype_variant_retypes_the_pattern_and_its_pass_still_fires():
         np.testing.assert_allclose(np.frombuffer(a, dt), np.frombuffer(b, dt), rtol=1e-3)
 
 
+def test_an_attr_variant_changes_one_axis_or_flag_and_its_pass_still_fires():
+    # `--vary attr`: the pattern's sum(axis=[0], keepdims=True) and softmax(axis=1) changed one at a time (an
+    # axis written negative or moved, keepdims flipped), forms its test never ran FuseOps on; the check lists
+    # the sites whose variant splices: not keepdims=False, after which the softmax's axis 1 no longer exists
+    import oatest_tvm_check as C
+    import oatest_tvm_vary as V
+
+    pattern = PATTERN.replace("b = R.exp(a)", "s = R.sum(a, axis=[0], keepdims=True)\n            b = R.nn.softmax(s, axis=1)")
+    mod = S._parsed(pattern)
+    assert V.attr_sites(mod) == 5 and V.attr_sites(S._parsed(PATTERN)) == 0
+    assert "axis=[-2]" in V.varied_attr(mod, pattern, 0) and "axis=-1" in V.varied_attr(mod, pattern, 3)
+    assert "axis=[1]" in V.varied_attr(mod, pattern, 1)
+    with pytest.raises(ValueError, match="out of range"):  # keepdims=False: the softmax's axis 1 is gone
+        V.varied_attr(mod, pattern, 2)
+    assert V.varied_attr(mod, pattern, 5) is None
+    checked = C.check_pattern({"seed_onnx": seed_model().hex(), "pattern": pattern, "rng": 3, "pass": "FuseOps"})
+    assert checked["pattern_attrs"] == "0,1,3,4"
+    assert "axis=-1" in S.synthesize(seed_model(), pattern, 3, vary=["attr:3"])[S.PATTERN_NAME].script()
+    x = np.linspace(-1, 1, 20, dtype="float32").reshape(4, 5)
+    wire = [("x", TensorProto.FLOAT, [4, 5], x.tobytes())]
+    outs = {}
+    for vary in ([], ["attr:0"], ["attr:1"], ["attr:3"]):
+        recipe = json.dumps({"seed_onnx": seed_model().hex(), "pattern": pattern, "rng": 3, "vary": vary}).encode()
+        ref = T.run(recipe, wire, "disable", [])
+        opt = T.run(recipe, wire, "all", [])
+        assert ref["status"] == "ok" and opt["status"] == "ok", (vary, ref["message"], opt["message"])
+        assert "FuseOps" in opt["fired"] and "FuseOps" not in ref["fired"], vary
+        outs[str(vary)] = [np.frombuffer(o[3], "float32") for o in opt["outputs"]]
+        for (_, c, d, a), (_, _, _, b) in zip(ref["outputs"], opt["outputs"]):
+            np.testing.assert_allclose(np.frombuffer(a, "float32"), np.frombuffer(b, "float32"), rtol=1e-5)
+    for vary in ("['attr:0']", "['attr:3']"):  # the same dimensions: the same results
+        for a, b in zip(outs["[]"], outs[vary]):
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert any(not np.allclose(a, b) for a, b in zip(outs["[]"], outs["['attr:1']"])), "another axis computes otherwise"
+
+
 def test_a_pattern_with_symbolic_dims_is_called_with_static_tensors_and_stays_dynamic():
     dyn = PATTERN.replace("(2, 3)", '("n", 3)')
     S.pattern_usable(dyn)

@@ -103,11 +103,12 @@ fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow:
     use crate::synth::vary::Variation;
     source.extra_reader = s.vary.contains(&Variation::ExtraReader);
     source.dtype = s.vary.contains(&Variation::Dtype);
-    let built = [Variation::ExtraReader, Variation::Dtype];
+    source.attr = s.vary.contains(&Variation::Attr);
+    let built = [Variation::ExtraReader, Variation::Dtype, Variation::Attr];
     let other: Vec<&str> = s.vary.iter().filter(|v| !built.contains(v)).map(|v| v.name()).collect();
     if !other.is_empty() {
         eprintln!(
-            "note: --vary {} is not built for TVM's Relax patterns (extra-reader and dtype are)",
+            "note: --vary {} is not built for TVM's Relax patterns (extra-reader, dtype and attr are)",
             other.join(", ")
         );
     }

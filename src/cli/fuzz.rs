@@ -107,7 +107,8 @@ pub struct FuzzArgs {
     /// quantizes; `constant` makes one initializer an input the splice feeds (where any value is valid: a pass
     /// that needs a constant must leave it) or a Constant node. stats.json `variations` counts tests, target-pass
     /// firings (the rest are near misses) and findings per kind, `variations_invalid` its invalid tests. TVM
-    /// builds `extra-reader` (an inner value returned and output) and `dtype` (float32 written as float16/64).
+    /// builds `extra-reader` (an inner value returned and output), `dtype` (float32 written as float16/64) and
+    /// `attr` (one op call's axis written negative or moved, or a reduction's keepdims flipped).
     #[arg(long, value_name = "KIND", value_parser = ["extra-reader", "dtype", "attr", "per-axis", "constant"])]
     pub vary: Vec<String>,
     /// Run the K-th of N disjoint slices of the campaign (test ids = K mod N; `--tests` counts the whole

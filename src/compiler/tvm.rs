@@ -18,6 +18,8 @@ pub const RUNNER_SOURCES: &[(&str, &str)] = &[
     ("oatest_tvm_passes", include_str!("../../python/oatest_tvm_passes.py")),
     // what a spliced pattern's entry is called with: tensors, tuples, shapes, scalars
     ("oatest_tvm_feeds", include_str!("../../python/oatest_tvm_feeds.py")),
+    // `--vary attr`'s variants of a pattern: one op call's axes written negative
+    ("oatest_tvm_vary", include_str!("../../python/oatest_tvm_vary.py")),
     // Relax-level synthesis: a recipe's seed and pattern spliced into one module
     ("oatest_tvm_synth", include_str!("../../python/oatest_tvm_synth.py")),
     // the campaign's pattern check (shrink, splice, the pattern's module as JSON)

@@ -42,6 +42,10 @@ pub struct RelaxPattern {
     /// script parses, splices, and keeps the contract of its pass).
     #[serde(skip)]
     pub dtypes: Vec<String>,
+    /// The attribute sites `--vary attr` may change (the runner's `oatest_tvm_vary`; the check says: those whose
+    /// variant parses, splices, and keeps the contract of its pass).
+    #[serde(skip)]
+    pub attr_sites: Vec<u32>,
 }
 
 impl RelaxPattern {

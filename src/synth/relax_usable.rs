@@ -29,7 +29,7 @@ pub enum Usability {
 }
 
 /// Part of the cache key: bump when what [`check_library`] checks changes.
-const CHECK_VERSION: u32 = 6;
+const CHECK_VERSION: u32 = 7;
 
 /// What [`check_library`] keeps per pattern (keyed by the script's hash) in its cache file.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -46,6 +46,9 @@ struct Checked {
     /// The dtypes `--vary dtype` may retype its float32 values to.
     #[serde(default)]
     dtypes: Vec<String>,
+    /// The attribute sites `--vary attr` may change.
+    #[serde(default)]
+    attr_sites: Vec<u32>,
 }
 
 /// The file where checks are kept between campaigns: `$OATEST_CACHE_DIR`, else `$XDG_CACHE_HOME/oatest`, else
@@ -180,6 +183,7 @@ pub fn check_library(
         p.ir_json = c.ir_json.clone();
         p.exposable = c.exposable;
         p.dtypes = c.dtypes.clone();
+        p.attr_sites = c.attr_sites.clone();
         if let Some(s) = &c.shrunk {
             p.script = s.clone();
             p.shrunk = true;
@@ -208,7 +212,8 @@ fn check_one(
     let o = w.run(&check, &[], reference);
     if o.status != Status::Ok {
         let verdict = Usability::NoSplice(format!("{}: {}", o.status.kind(), o.status.message()));
-        return Checked { verdict, ir_json: None, shrunk: None, all_failed: None, exposable: false, dtypes: vec![] };
+        let (exposable, dtypes, attr_sites) = (false, vec![], vec![]);
+        return Checked { verdict, ir_json: None, shrunk: None, all_failed: None, exposable, dtypes, attr_sites };
     }
     let text = |name: &str| {
         o.outputs.iter().find(|t| t.name == name).and_then(|t| match &t.tensor.data {
@@ -220,6 +225,8 @@ fn check_one(
     p.exposable = text("pattern_exposable").as_deref() == Some("1");
     let listed = text("pattern_dtypes").unwrap_or_default();
     p.dtypes = listed.split(',').filter(|d| !d.is_empty()).map(String::from).collect();
+    let sites = text("pattern_attrs").unwrap_or_default();
+    p.attr_sites = sites.split(',').filter_map(|k| k.parse().ok()).collect();
     let original = std::mem::take(&mut p.script);
     let shrunk = text("pattern_script").filter(|s| *s != original);
     p.script = shrunk.clone().unwrap_or(original);
@@ -237,8 +244,8 @@ fn check_one(
             (verdict, note)
         }
     };
-    let dtypes = p.dtypes.clone();
-    Checked { verdict, ir_json: p.ir_json.clone(), shrunk, all_failed, exposable: p.exposable, dtypes }
+    let (exposable, dtypes, attr_sites) = (p.exposable, p.dtypes.clone(), p.attr_sites.clone());
+    Checked { verdict, ir_json: p.ir_json.clone(), shrunk, all_failed, exposable, dtypes, attr_sites }
 }
 
 /// The reference half of a check, `None` when it passes: the recipe (hosted in `host`, if any) runs cleanly
@@ -311,6 +318,7 @@ pub fn check_hosts(
                 all_failed: None,
                 exposable: false,
                 dtypes: vec![],
+                attr_sites: vec![],
             };
             cache.lock().unwrap().insert(k, c);
             v

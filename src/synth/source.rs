@@ -362,11 +362,15 @@ pub struct RelaxSynthSource {
     hosts: Vec<crate::pattern::relax::RelaxPattern>,
     /// `--vary extra-reader`: half of the tests not spliced into a host whose pattern has an inner value (the
     /// check's `exposable`) return it from the pattern's entry too (the runner's `expose_inner`); of the other
-    /// kinds only `dtype` is built for Relax patterns.
+    /// kinds `dtype` and `attr` are built for Relax patterns.
     pub extra_reader: bool,
     /// `--vary dtype`: half of the tests not spliced into a host whose pattern may be retyped (the check's
     /// `dtypes`) write its float32 values in one of those dtypes (the runner's `retyped`).
     pub dtype: bool,
+    /// `--vary attr`: half of the tests not spliced into a host whose pattern has attribute sites (the check's
+    /// `attr_sites`) make one site's change (the runner's `varied_attr`: an axis written negative or moved, a
+    /// reduction's `keepdims` flipped).
+    pub attr: bool,
 }
 
 /// Whether `host` may take `p`: none of their function names clash (the pattern's entry is renamed, but which
@@ -386,7 +390,7 @@ impl RelaxSynthSource {
             groups.entry(p.pass.clone()).or_default().push(p);
         }
         let by_pass = groups.into_values().collect();
-        RelaxSynthSource { seed, cfg, by_pass, hosts: Vec::new(), extra_reader: false, dtype: false }
+        RelaxSynthSource { seed, cfg, by_pass, hosts: Vec::new(), extra_reader: false, dtype: false, attr: false }
     }
 
     /// Hosts for half of the tests: modules from TVM's tests that run cleanly at the reference as hosts.
@@ -429,6 +433,12 @@ impl TestSource for RelaxSynthSource {
             let dtype = &p.dtypes[pick.random_range(0..p.dtypes.len())];
             recipe.vary.push(format!("{}:{dtype}", crate::synth::vary::Variation::Dtype.name()));
             variations.push(crate::synth::vary::Variation::Dtype.name());
+        }
+        let mut pick = crate::seedgen::rng_for(self.seed ^ 0xa7_7e, id);
+        if self.attr && !p.attr_sites.is_empty() && recipe.host.is_none() && pick.random_bool(0.5) {
+            let site = p.attr_sites[pick.random_range(0..p.attr_sites.len())];
+            recipe.vary.push(format!("{}:{site}", crate::synth::vary::Variation::Attr.name()));
+            variations.push(crate::synth::vary::Variation::Attr.name());
         }
         let payload = Payload::Recipe(Box::new(recipe));
         let target_pass = Some(p.pass.clone());

@@ -191,3 +191,34 @@ fn relax_tests_vary_dtypes_the_check_listed_and_say_which_in_the_recipe() {
         }
     }
 }
+
+#[test]
+fn relax_tests_vary_the_attr_sites_the_check_listed_and_say_which_in_the_recipe() {
+    use crate::synth::source::{RelaxSynthSource, TestSource};
+    for sites in [&[][..], &[2][..], &[0, 3][..]] {
+        let mut p = crate::synth::recipe::tests::pattern();
+        p.attr_sites = sites.to_vec();
+        let mut source = RelaxSynthSource::new(1, Default::default(), vec![p]);
+        source.attr = true;
+        let tests: Vec<_> = (0..40).map(|id| source.make(id).unwrap()).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for t in &tests {
+            let vary = &t.payload.recipe().unwrap().vary;
+            assert_eq!(vary.is_empty(), t.variations.is_empty(), "the recipe says what the test counts");
+            for v in vary {
+                let site: u32 =
+                    v.strip_prefix("attr:").and_then(|k| k.parse().ok()).expect("an attr variant names its site");
+                assert!(sites.contains(&site), "site {site} was not listed");
+                seen.insert(site);
+            }
+        }
+        let varied = tests.iter().filter(|t| t.variations == ["attr"]).count();
+        match sites.len() {
+            0 => assert_eq!(varied, 0, "a pattern without an attribute site is never varied"),
+            n => {
+                assert!((8..=32).contains(&varied), "about half varied: {varied} of 40");
+                assert_eq!(seen.len(), n, "each listed site is used: {seen:?}");
+            }
+        }
+    }
+}
