@@ -249,6 +249,34 @@ def test_an_attr_variant_the_reference_cannot_legalize_is_not_listed():
     assert checked["pattern_attrs"] == ""
 
 
+def test_an_attr_variant_the_reference_cannot_build_is_not_listed():
+    # ReorderTakeAfterMatmul's pattern: its take moved to axis 1 still types past the symbolic dims, but the
+    # matmul after it no longer legalizes (CodeGenVM: "cannot emit this Relax operator"); written negative, it builds
+    import oatest_tvm_check as C
+    import oatest_tvm_vary as V
+
+    pattern = """
+# from tvm.script import ir as I
+# from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("b", 1, 16), dtype="float32"), table: R.Tensor(("r", 16, 32), dtype="float32"),
+             idx: R.Tensor(("b",), dtype="int64")) -> R.Tensor(("b", 1, 32), dtype="float32"):
+        with R.dataflow():
+            w = R.take(table, idx, axis=0, mode="fast")
+            out = R.matmul(x, w, out_dtype=None)
+            R.output(out)
+        return out
+"""
+    mod = S._parsed(pattern)
+    assert V.attr_sites(mod) == 2 and "axis=1" in V.varied_attr(mod, pattern, 1)
+    checked = C.check_pattern({"seed_onnx": seed_model().hex(), "pattern": pattern, "rng": 3,
+                               "pass": "ReorderTakeAfterMatmul"})
+    assert checked["pattern_attrs"] == "0"
+
+
 def test_a_pattern_with_symbolic_dims_is_called_with_static_tensors_and_stays_dynamic():
     dyn = PATTERN.replace("(2, 3)", '("n", 3)')
     S.pattern_usable(dyn)
