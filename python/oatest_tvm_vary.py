@@ -11,12 +11,14 @@ the dimensions of their first tensor argument (a tuple's first field for `concat
 - `keepdims`: a reduction's `keepdims` flipped.
 
 Sites are numbered in the module's function and binding order; `varied_attr` makes one and prints the module
-again. Whether the variant parses and splices (an `other` axis may no longer fit its readers), the campaign's
-pattern check tells, and lists the sites a test may take.
+again, unless it changes what a function returns. Whether the variant parses, splices and builds at the reference
+(an `other` axis may no longer fit its readers), the campaign's pattern check tells, and lists the sites a test may
+take.
 """
 from __future__ import annotations
 
 import tvm
+import tvm_ffi
 from tvm import relax
 
 # ops whose axis counts the first argument's dimensions (expand_dims counts its result's: left out)
@@ -96,8 +98,9 @@ def attr_sites(mod) -> int:
 
 def varied_attr(mod, script: str, site: int) -> str | None:
     """The pattern's script with site `site`'s change made (`mod` is its parsed module); None when it has no such
-    site. The function is rebuilt by Relax's ExprMutator, which types every binding again and renames the ones
-    whose type changed; a change that no longer types raises."""
+    site, or when the change gives its function another result type. The function is rebuilt by Relax's
+    ExprMutator, which types every binding again and renames the ones whose type changed; a change that no longer
+    types raises."""
     key = (script, site)
     if key in _VARIANTS:
         return _VARIANTS[key]
@@ -121,8 +124,11 @@ def varied_attr(mod, script: str, site: int) -> str | None:
             return new
 
     changed = Change(tvm.IRModule({gv: func})).visit_expr(func)
-    # the function's declared result type, if the change made it another
     changed = relax.Function(list(changed.params), changed.body, None, changed.is_pure, changed.attrs)
+    if not tvm_ffi.structural_equal(changed.body.ty, func.body.ty):
+        # the pattern keeps its interface: what its callers and its pass take (a Gradient's target stays a
+        # scalar: flipping the keepdims of the sum it differentiates made a first campaign's only new entry)
+        return None
     out = tvm.IRModule({g: (changed if g.same_as(gv) else f) for g, f in mod.functions.items()}, attrs=mod.attrs)
     text = out.script()
     if len(_VARIANTS) < 4096:
