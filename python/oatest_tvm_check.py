@@ -16,7 +16,7 @@ import oatest_tvm_passes
 from oatest_tvm_synth import RETYPES, _entry, _parsed, expose_inner, retyped, synthesize
 from oatest_tvm_vary import attr_sites
 
-# the attribute sites of a pattern the check tries for `--vary attr` (each costs a parse and a splice)
+# the attribute sites of a pattern the check tries for `--vary attr` (each costs a parse, a splice and a build)
 MAX_ATTR_SITES = 6
 
 
@@ -63,7 +63,8 @@ def check_pattern(recipe: dict) -> dict:
     tensors, and splices into the recipe's seed; returns the pattern's module as JSON, the script used, whether
     its entry has an inner value `--vary extra-reader` can expose ("1" or "0"), the dtypes `--vary dtype` may
     write its float32 values in, and the attribute sites `--vary attr` may change (oatest_tvm_vary; each
-    comma-separated: those whose variant parses, splices, and keeps the contract of the test's pass)."""
+    comma-separated: those whose variant parses, splices, keeps the contract of the test's pass and legalizes,
+    an attribute variant also builds at the reference)."""
     script = recipe["pattern"]
     if max_elems(script) > MAX_ELEMS:
         script = shrink(script)
@@ -91,7 +92,8 @@ def _splices(recipe: dict, script: str, vary: list, build: bool = False) -> bool
     """The variant parses, splices, keeps the contract of the test's pass, and legalizes: the reference of every
     test runs LegalizeOps, which an attribute variant may fail (a first campaign's `--vary attr` tests were a
     quarter invalid: batch_norm's legalizer takes no negative axis), and such a test is only invalid. `build`:
-    it builds at the reference (an axis moved past a symbolic dim types, but its matmul is left unlegalized)."""
+    it builds at the reference (an op that types but is left unlegalized fails in CodeGenVM, as a second
+    campaign's take moved past a symbolic dim did, before variants kept their result)."""
     try:
         mod = synthesize(bytes.fromhex(recipe["seed_onnx"]), script, recipe["rng"], vary=vary)
         if oatest_tvm_passes.broken(recipe.get("pass") or "", mod):
