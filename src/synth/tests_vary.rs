@@ -159,66 +159,49 @@ fn relax_tests_vary_only_exposable_patterns_and_say_so_in_the_recipe() {
     }
 }
 
-#[test]
-fn relax_tests_vary_dtypes_the_check_listed_and_say_which_in_the_recipe() {
-    use crate::synth::source::{RelaxSynthSource, TestSource};
-    let pattern = |dtypes: &[&str]| {
-        let mut p = crate::synth::recipe::tests::pattern();
-        p.dtypes = dtypes.iter().map(|d| d.to_string()).collect();
-        p
-    };
-    for dtypes in [&[][..], &["float16"][..], &["float16", "float64"][..]] {
-        let mut source = RelaxSynthSource::new(1, Default::default(), vec![pattern(dtypes)]);
-        source.dtype = true;
-        let tests: Vec<_> = (0..40).map(|id| source.make(id).unwrap()).collect();
-        let mut seen = std::collections::BTreeSet::new();
-        for t in &tests {
-            let vary = &t.payload.recipe().unwrap().vary;
-            assert_eq!(vary.is_empty(), t.variations.is_empty(), "the recipe says what the test counts");
-            for v in vary {
-                let d = v.strip_prefix("dtype:").expect("a dtype variant names its dtype");
-                assert!(dtypes.contains(&d), "{d} was not listed");
-                seen.insert(d.to_string());
-            }
+/// The values of `kind:<value>` that 40 tests of `source` drew (about half of them must be varied when `listed`
+/// is not empty, none when it is), each checked to be listed, and every listed one drawn.
+fn drawn_values(source: &crate::synth::source::RelaxSynthSource, kind: &str, listed: &[String]) {
+    use crate::synth::source::TestSource;
+    let tests: Vec<_> = (0..40).map(|id| source.make(id).unwrap()).collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for t in &tests {
+        let vary = &t.payload.recipe().unwrap().vary;
+        assert_eq!(vary.is_empty(), t.variations.is_empty(), "the recipe says what the test counts");
+        for v in vary {
+            let value = v.strip_prefix(&format!("{kind}:")).expect("a variant names its value");
+            assert!(listed.iter().any(|l| l == value), "{kind} {value} was not listed");
+            seen.insert(value.to_string());
         }
-        let varied = tests.iter().filter(|t| t.variations == ["dtype"]).count();
-        match dtypes.len() {
-            0 => assert_eq!(varied, 0, "a pattern that cannot be retyped is never varied"),
-            n => {
-                assert!((8..=32).contains(&varied), "about half varied: {varied} of 40");
-                assert_eq!(seen.len(), n, "each listed dtype is used: {seen:?}");
-            }
+    }
+    let varied = tests.iter().filter(|t| t.variations == [kind]).count();
+    match listed.len() {
+        0 => assert_eq!(varied, 0, "a pattern the check listed nothing for is never varied"),
+        n => {
+            assert!((8..=32).contains(&varied), "about half varied: {varied} of 40");
+            assert_eq!(seen.len(), n, "each listed {kind} is used: {seen:?}");
         }
     }
 }
 
 #[test]
+fn relax_tests_vary_dtypes_the_check_listed_and_say_which_in_the_recipe() {
+    for dtypes in [&[][..], &["float16"][..], &["float16", "float64"][..]] {
+        let mut p = crate::synth::recipe::tests::pattern();
+        p.dtypes = dtypes.iter().map(|d| d.to_string()).collect();
+        let mut source = crate::synth::source::RelaxSynthSource::new(1, Default::default(), vec![p.clone()]);
+        source.dtype = true;
+        drawn_values(&source, "dtype", &p.dtypes);
+    }
+}
+
+#[test]
 fn relax_tests_vary_the_attr_sites_the_check_listed_and_say_which_in_the_recipe() {
-    use crate::synth::source::{RelaxSynthSource, TestSource};
     for sites in [&[][..], &[2][..], &[0, 3][..]] {
         let mut p = crate::synth::recipe::tests::pattern();
         p.attr_sites = sites.to_vec();
-        let mut source = RelaxSynthSource::new(1, Default::default(), vec![p]);
+        let mut source = crate::synth::source::RelaxSynthSource::new(1, Default::default(), vec![p]);
         source.attr = true;
-        let tests: Vec<_> = (0..40).map(|id| source.make(id).unwrap()).collect();
-        let mut seen = std::collections::BTreeSet::new();
-        for t in &tests {
-            let vary = &t.payload.recipe().unwrap().vary;
-            assert_eq!(vary.is_empty(), t.variations.is_empty(), "the recipe says what the test counts");
-            for v in vary {
-                let site: u32 =
-                    v.strip_prefix("attr:").and_then(|k| k.parse().ok()).expect("an attr variant names its site");
-                assert!(sites.contains(&site), "site {site} was not listed");
-                seen.insert(site);
-            }
-        }
-        let varied = tests.iter().filter(|t| t.variations == ["attr"]).count();
-        match sites.len() {
-            0 => assert_eq!(varied, 0, "a pattern without an attribute site is never varied"),
-            n => {
-                assert!((8..=32).contains(&varied), "about half varied: {varied} of 40");
-                assert_eq!(seen.len(), n, "each listed site is used: {seen:?}");
-            }
-        }
+        drawn_values(&source, "attr", &sites.iter().map(|k| k.to_string()).collect::<Vec<_>>());
     }
 }
