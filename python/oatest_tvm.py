@@ -25,9 +25,10 @@ Builds are for speed, identically for every configuration of a test: LLVM at -O0
 argument assertions, CSE and storage rewriting off, lowered by oatest_tvm_memo's CPU lowering, linked with
 `ld -shared` rather than JIT-compiled.
 
-The worker loads oatest_tvm_passes, oatest_tvm_synth, oatest_tvm_check, oatest_tvm_reduce and this module, in that
-order, from the sources compiled into the binary (RUNNER_SOURCES in src/compiler/tvm.rs); a TVM bug's repro.py
-embeds them all. onnx is imported only for tests that are ONNX models or recipes.
+The worker loads oatest_tvm_passes, oatest_tvm_feeds, oatest_tvm_vary, oatest_tvm_synth, oatest_tvm_check,
+oatest_tvm_reduce, oatest_tvm_memo and this module, in that order, from the sources compiled into the binary
+(RUNNER_SOURCES in src/compiler/tvm.rs); a TVM bug's repro.py embeds them all. onnx is imported only for tests
+that are ONNX models or recipes.
 """
 from __future__ import annotations
 

@@ -141,7 +141,11 @@ def _cpu_pipeline():
     return lower, default[1], default[2]
 
 
-tvm.tirx.compilation_pipeline.PIPELINE_MAP[CPU] = _cpu_pipeline
+_PIPELINES = getattr(getattr(tvm.tirx, "compilation_pipeline", None), "PIPELINE_MAP", None)
+if _PIPELINES is not None:
+    _PIPELINES[CPU] = _cpu_pipeline
+else:  # an apache-tvm without named TIR pipelines: its default
+    CPU = "default"
 
 
 # TIR lowering memo. `relax.build` links one module of every PrimFunc through `tvm.tirx.build`; this build lowers
