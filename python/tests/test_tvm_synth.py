@@ -202,7 +202,8 @@ def test_an_attr_variant_changes_one_axis_or_flag_and_its_pass_still_fires():
     import oatest_tvm_check as C
     import oatest_tvm_vary as V
 
-    pattern = PATTERN.replace("b = R.exp(a)", "s = R.sum(a, axis=[0], keepdims=True)\n            b = R.nn.softmax(s, axis=1)")
+    pattern = PATTERN.replace(
+        "b = R.exp(a)", "s = R.sum(a, axis=[0], keepdims=True)\n            b = R.nn.softmax(s, axis=1)")
     mod = S._parsed(pattern)
     assert V.attr_sites(mod) == 5 and V.attr_sites(S._parsed(PATTERN)) == 0
     assert "axis=[-2]" in V.varied_attr(mod, pattern, 0) and "axis=-1" in V.varied_attr(mod, pattern, 3)
