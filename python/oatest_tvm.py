@@ -182,9 +182,7 @@ oatest_tvm_memo.install()
 def _make(name: str, extra: tuple | None = None):
     if extra is not None and name == extra[0]:
         return oatest_tvm_passes.make_pass(name, extra[1])
-    if name in ("DispatchSampling", "DispatchSortScan"):
-        return getattr(relax.backend, name)()
-    return getattr(relax.transform, name)()
+    return oatest_tvm_passes.constructor(name)()
 
 
 def passes_for(level: str, disabled: list[str], extra: str | None = None, lift: bool = False,

@@ -103,10 +103,10 @@ def _splices(recipe: dict, script: str, vary: list, build: bool = False) -> bool
             if not build:
                 relax.transform.LegalizeOps()(mod)
                 return True
-            required = [n for n, lowest in oatest_tvm_passes.PIPELINE if lowest == "required"]
-            makers = [getattr(relax.transform, n, None) or getattr(relax.backend, n) for n in required]
+            required = [oatest_tvm_passes.constructor(n)() for n, lowest in oatest_tvm_passes.PIPELINE
+                        if lowest == "required"]
             with tvm.transform.PassContext(opt_level=3):
-                tvm.compile(mod, target=target, relax_pipeline=tvm.transform.Sequential([m() for m in makers]))
+                tvm.compile(mod, target=target, relax_pipeline=tvm.transform.Sequential(required))
     except Exception:  # noqa: BLE001 - a variant that does not parse, splice or legalize is not made
         return False
     return True
