@@ -12,7 +12,10 @@ on stdout: {"model", "variant" (the file written, or null), "rewrites" (list), "
 - ``concrete``: symbolic dims of the graph inputs become 2, intermediate types are dropped and inferred again;
 - ``symbolic``: the dims of the graph inputs become symbolic (``d0``, ``d1``, ...), so shape computations are
   no longer folded to constants before a fusion over them (ReshapeFusion) sees them;
-- ``opset``: the model is upgraded to ai.onnx OPSET with onnx's version converter (only below OPSET).
+- ``opset``: the model is upgraded to ai.onnx OPSET with onnx's version converter (only below OPSET);
+- ``unfold``: every integer scalar initializer a node reads, ``c``, is computed at run time as
+  ``Clip(p, c, c)`` from a new scalar graph input ``p`` (``c`` whatever ``p`` holds), so a session's
+  ConstantFolding leaves it to the fusion (a Range's operands: GatherToSliceFusion's test runs the fusion alone).
 
 Every variant passes ``onnx.checker``; one that does not is reported with its error and not written.
 """
@@ -36,6 +39,8 @@ COMBINATIONS = [
     ["symbolic"],
     ["symbolic", "consume"],
     ["opset", "symbolic"],
+    ["unfold"],
+    ["opset", "unfold"],
 ]
 
 
@@ -98,6 +103,33 @@ def symbolic(m):
         for d in v.type.tensor_type.shape.dim:
             d.ClearField("dim_value")
             d.ClearField("dim_param")
+    return m
+
+
+def unfold(m):
+    g = m.graph
+    ints = {TensorProto.INT8, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT32,
+            TensorProto.UINT64}
+    read = {x for n in g.node for x in n.input}
+    outputs = {o.name for o in g.output}
+    scalars = [t for t in g.initializer
+               if len(t.dims) == 0 and t.data_type in ints and t.name in read and t.name not in outputs]
+    if not scalars:
+        raise ValueError("no integer scalar initializer to unfold")
+    if onnx_opset(m) < 12:
+        raise ValueError("Clip takes integers from opset 12")
+    front = []
+    for t in scalars:
+        p = f"oatest_unfold_{helper.tensor_dtype_to_np_dtype(t.data_type).name}"
+        if p not in {i.name for i in g.input}:
+            g.input.append(helper.make_tensor_value_info(p, t.data_type, []))
+        c = t.name
+        t.name = f"{c}__oatest_c"
+        front.append(helper.make_node("Clip", [p, t.name, t.name], [c], name=f"oatest_unfold_{c}"))
+    nodes = front + list(g.node)
+    del g.node[:]
+    g.node.extend(nodes)
+    del g.value_info[:]
     return m
 
 
@@ -202,7 +234,8 @@ def variants(path, out_dir, opset, index, combinations):
         try:
             m = copy.deepcopy(base)
             for r in combo:
-                m = {"consume": consume, "concrete": concrete, "symbolic": symbolic, "opset": lambda x: upgrade(x, opset)}[r](m)
+                m = {"consume": consume, "concrete": concrete, "symbolic": symbolic, "unfold": unfold,
+                     "opset": lambda x: upgrade(x, opset)}[r](m)
             # values a rewrite introduced get their types declared (oatest's splicing types every value)
             m = shape_inference.infer_shapes(m)
             onnx.checker.check_model(m)

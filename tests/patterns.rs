@@ -134,17 +134,14 @@ fn patterns_of(dir: &Path, pass: &str) -> Vec<Pattern> {
     files.iter().map(|f| Pattern::load(f).unwrap()).filter(|p| p.meta.pass == pass).collect()
 }
 
-#[test]
-fn repair_makes_fast_gelu_fire_its_fusion_and_says_so_in_provenance() {
-    // ORT's fusion/fast_gelu.onnx (opset 10, vendored) fires only generic passes in a standard 1.31 session:
-    // once EliminateIdentity drops the trailing Identity, the chain's last Mul produces a graph output, which
-    // FastGeluFusion refuses. Its test names FastGeluFusion, so extraction repairs the model until it fires.
+/// `pass`'s patterns extracted from model `rel` of `corpus` (its test paired with `pass`) without repair, and with
+/// it (with the extraction's summary), each pattern checked to fire `pass` on its own.
+fn extracted_without_and_with_repair(corpus: &Path, rel: &str, pass: &str) -> (Vec<Pattern>, Vec<Pattern>, String) {
     let dir = tempfile::tempdir().unwrap();
     let models = dir.path().join("models");
-    std::fs::create_dir_all(models.join("fusion")).unwrap();
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ort-transform-testdata");
-    std::fs::copy(corpus.join("fusion/fast_gelu.onnx"), models.join("fusion/fast_gelu.onnx")).unwrap();
-    std::fs::write(models.join("PAIRS-from-test-sources.tsv"), "fusion/fast_gelu.onnx\tFastGeluFusion\n").unwrap();
+    std::fs::create_dir_all(models.join(rel).parent().unwrap()).unwrap();
+    std::fs::copy(corpus.join(rel), models.join(rel)).unwrap();
+    std::fs::write(models.join("PAIRS-from-test-sources.tsv"), format!("{rel}\t{pass}\n")).unwrap();
     let extract = |out: &Path, more: &[&str]| {
         let (m, o) = (models.to_str().unwrap(), out.to_str().unwrap());
         let args =
@@ -155,22 +152,49 @@ fn repair_makes_fast_gelu_fire_its_fusion_and_says_so_in_provenance() {
     };
     let plain = dir.path().join("plain");
     extract(&plain, &["--no-repair"]);
-    assert!(patterns_of(&plain, "FastGeluFusion").is_empty(), "the model as it is does not fire FastGeluFusion");
-
     let repaired = dir.path().join("repaired");
     let summary = extract(&repaired, &[]);
-    assert!(summary.contains("1 of 1 models repaired"), "{summary}");
-    let fast = patterns_of(&repaired, "FastGeluFusion");
-    assert!(!fast.is_empty(), "{summary}");
     let mut spec = WorkerSpec::new(TargetKind::Ort).unwrap();
     spec.exe = PathBuf::from(env!("CARGO_BIN_EXE_oatest"));
     let mut w = Worker::start(spec).expect("ORT worker (run scripts/setup.sh)");
+    let fixed = patterns_of(&repaired, pass);
+    for p in &fixed {
+        assert!(verify(&mut w, p), "a repaired pattern fires {pass} on its own");
+    }
+    (patterns_of(&plain, pass), fixed, summary)
+}
+
+#[test]
+fn repair_makes_fast_gelu_fire_its_fusion_and_says_so_in_provenance() {
+    // ORT's fusion/fast_gelu.onnx (opset 10, vendored) fires only generic passes in a standard 1.31 session:
+    // once EliminateIdentity drops the trailing Identity, the chain's last Mul produces a graph output, which
+    // FastGeluFusion refuses. Its test names FastGeluFusion, so extraction repairs the model until it fires.
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ort-transform-testdata");
+    let (plain, fast, summary) = extracted_without_and_with_repair(&corpus, "fusion/fast_gelu.onnx", "FastGeluFusion");
+    assert!(plain.is_empty(), "the model as it is does not fire FastGeluFusion");
+    assert!(summary.contains("1 of 1 models repaired"), "{summary}");
+    assert!(!fast.is_empty(), "{summary}");
     for p in &fast {
         let sources: Vec<&str> = p.meta.provenance.iter().map(|s| s.source.as_str()).collect();
         assert_eq!(sources, ["fusion/fast_gelu.onnx (repaired: consume)"]);
         assert_eq!(p.meta.provenance[0].test.as_deref(), Some("FastGeluFusion"));
-        assert!(verify(&mut w, p), "a repaired pattern fires FastGeluFusion on its own");
     }
+}
+
+#[test]
+fn repair_unfolds_the_constant_operands_of_gather_to_slice_fusion_s_range() {
+    // ORT's GatherToSliceFusion test runs the fusion alone; in a session ConstantFolding folds its Range of
+    // constants first. The `unfold` repair computes them as Clip(p, c, c), which no session folds.
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ort-test-graphs");
+    let rel = "graph_transform_test.cc/GatherToSliceFusion.opset14_int64.onnx";
+    let (plain, fixed, summary) = extracted_without_and_with_repair(&corpus, rel, "GatherToSliceFusion");
+    assert!(plain.is_empty(), "the model as it is does not fire GatherToSliceFusion");
+    assert!(summary.contains("1 of 1 models repaired"), "{summary}");
+    let subgraph = fixed.iter().find(|p| p.meta.granularity == Granularity::Subgraph).expect("a subgraph pattern");
+    assert_eq!(subgraph.meta.provenance[0].source, format!("{rel} (repaired: unfold)"));
+    let g = &subgraph.model.graph;
+    let ops: Vec<&str> = g.nodes_in_order().unwrap().iter().map(|n| n.op.name.as_str()).collect();
+    assert_eq!(ops, ["Clip", "Clip", "Clip", "Range", "Gather"]);
 }
 
 #[test]

@@ -505,6 +505,51 @@ fn where_dummy_dq_patterns_from_ort_s_test_graph_splice_and_fire() {
     assert!(fired * 2 >= spliced, "WhereDummyDq fired in {fired} of {spliced} spliced tests");
 }
 
+/// GatherToSliceFusion's subgraph patterns (the graph of ORT's GatherToSliceFusion test, whose constant Range
+/// operands ConstantFolding folds in any session: extraction's `unfold` repair computes them as `Clip(p, c, c)`)
+/// splice into generated seeds and fire there, also on the constant variant that writes the Range's indices
+/// negative, a range the test never wrote (ONNX Runtime 1.32.0 turns `Range(-8, 0, 1)` into an empty Slice).
+#[test]
+fn gather_to_slice_fusion_fires_on_spliced_patterns_and_on_negative_ranges() {
+    use oatest::synth::vary::Variation;
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("patterns/ort/GatherToSliceFusion");
+    let mut w = ort_worker();
+    let mut c = Config::level(Level::All);
+    c.attribute_rules = true;
+    // (tests, fired) with the Range's start as its test wrote it and written negative
+    let (mut plain, mut negative) = ((0, 0), (0, 0));
+    let subgraphs: Vec<PathBuf> = oatest::util::onnx_files(&dir)
+        .unwrap()
+        .into_iter()
+        .filter(|f| f.file_name().unwrap().to_string_lossy().starts_with("subgraph-"))
+        .collect();
+    assert_eq!(subgraphs.len(), 2, "{subgraphs:?}");
+    for f in subgraphs {
+        let p = oatest::pattern::Pattern::load(&f).unwrap();
+        for i in 0..64u64 {
+            let seed = oatest::seedgen::generate(7, i, &Default::default());
+            let mut rng = oatest::seedgen::rng_for(7, i);
+            let spliced = oatest::synth::splice_varied(&seed, &p, &mut rng, i, None, &[Variation::Constant]);
+            let Ok((m, _)) = spliced else { continue };
+            let g = &m.graph;
+            let start = g.initializers.iter().find(|(n, _)| n.starts_with(&format!("p{i}_range_input_1")));
+            let count = match start.map(|(_, t)| t.to_i64s().unwrap()[0]) {
+                Some(0) => &mut plain,
+                Some(s) if s < 0 => &mut negative,
+                other => panic!("{}: tag {i}: Range start {other:?}", f.display()),
+            };
+            let feeds = oatest::compiler::inputs::generate(g, i).unwrap();
+            let o = w.run(&onnx::encode_model(&m), &feeds, &c);
+            assert_eq!(o.status, Status::Ok, "{}: {}", f.display(), o.status.message());
+            count.0 += 1;
+            count.1 += o.passes_fired.iter().any(|f| f == "GatherToSliceFusion") as usize;
+        }
+    }
+    eprintln!("fired in {plain:?} (tests, fired) as written, {negative:?} with a negative range");
+    assert!(plain.0 >= 64 && plain.1 * 2 >= plain.0, "as written: fired in {} of {} tests", plain.1, plain.0);
+    assert!(negative.0 >= 4 && negative.1 * 2 >= negative.0, "negative: fired in {} of {}", negative.1, negative.0);
+}
+
 /// A per-tensor quantization scale made per-axis (each channel another scale) on one axis of the values it
 /// quantizes: the QDQ passes' tests write per-tensor parameters almost everywhere, and these passes still fire on
 /// per-axis variants, so their per-axis code paths run (measured counts in docs/BENCHMARKS.md).

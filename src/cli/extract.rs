@@ -72,7 +72,8 @@ pub struct OrtArgs {
     #[command(flatten)]
     pub ort: super::OrtLib,
     /// Do not repair corpus models that miss the pass their test names (PAIRS-from-test-sources.tsv) with
-    /// cheap rewrites (python/oatest_repair.py: outputs given a consumer, concrete dims, opset upgrade).
+    /// cheap rewrites (python/oatest_repair.py: outputs given a consumer, concrete dims, opset upgrade, integer
+    /// scalar constants computed at run time).
     #[arg(long)]
     pub no_repair: bool,
     /// Also keep every pattern below this ai.onnx opset upgraded to it with onnx's version converter, when it

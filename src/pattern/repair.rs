@@ -1,7 +1,7 @@
 //! Pattern repair in extraction: cheap rewrites of a model (python/oatest_repair.py: graph outputs given a
-//! consumer, symbolic dims made concrete, the opset upgraded with onnx's version converter) that make it fire a
-//! pass a standard ORT session does not fire on it as it is: the pass its test was written for, or its pass at
-//! the campaign's opset.
+//! consumer, symbolic dims made concrete, the opset upgraded with onnx's version converter, integer scalar
+//! constants computed at run time) that make it fire a pass a standard ORT session does not fire on it as it is:
+//! the pass its test was written for, or its pass at the campaign's opset.
 
 use super::extract::{extract_model, verify, ModelResult};
 use super::{structural_key, Pattern, Provenance};
@@ -31,7 +31,7 @@ pub fn pass_names(hint: &str) -> Vec<String> {
 #[derive(Clone, Debug)]
 pub struct Variant {
     pub path: PathBuf,
-    /// The rewrites that made it, in the order applied (`consume`, `concrete`, `opset`).
+    /// The rewrites that made it, in the order applied (`consume`, `concrete`, `opset`, `unfold`, ...).
     pub rewrites: Vec<String>,
 }
 

@@ -205,3 +205,73 @@ fn relax_tests_vary_the_attr_sites_the_check_listed_and_say_which_in_the_recipe(
         drawn_values(&source, "attr", &sites.iter().map(|k| k.to_string()).collect::<Vec<_>>());
     }
 }
+
+/// A Gather of f32[4, 8] on axis 1: its own constant indices, or a Range's start and limit (constants, or hidden
+/// as `Clip(p, c, c)`), are written with their negative equivalents (minus 8); a range reaching past the dimension,
+/// a Range read twice or a shared constant is left alone.
+#[test]
+fn a_constant_variant_writes_a_gathers_constant_indices_negative() {
+    use super::vary_const::{negative_sites, reformed, CONSTANT_SHARE};
+    use crate::graph::{Attr, Tensor};
+    let gather = |g: &mut Graph, indices: &str| {
+        g.add_input("data", t(DType::F32, &[4, 8]));
+        let n = Node::new("gather", OpId::onnx("Gather"), vec!["data".into(), indices.into()], vec!["out".into()]);
+        g.add_node(n.with_attr("axis", Attr::Int(1))).unwrap();
+        g.add_output("out", t(DType::F32, &[4, 3]));
+    };
+    let scalar = |v: i64| Tensor::from_i64(&[], &[v]);
+    // (start, limit, delta, hidden in Clips, a second reader of the Range)
+    let range = |(start, limit, delta): (i64, i64, i64), clip: bool, read_twice: bool| {
+        let mut g = Graph::new("p");
+        g.add_input("p", t(DType::I64, &[]));
+        let mut operands = Vec::new();
+        for (name, v) in [("s", start), ("l", limit), ("d", delta)] {
+            g.add_initializer(name, scalar(v));
+            if clip {
+                let args = vec!["p".into(), name.into(), name.into()];
+                g.add_node(Node::new(format!("clip_{name}"), OpId::onnx("Clip"), args, vec![format!("{name}_v")]))
+                    .unwrap();
+                operands.push(format!("{name}_v"));
+            } else {
+                operands.push(name.to_string());
+            }
+        }
+        g.add_node(Node::new("range", OpId::onnx("Range"), operands, vec!["r".into()])).unwrap();
+        if read_twice {
+            g.add_node(Node::new("neg", OpId::onnx("Neg"), vec!["r".into()], vec!["r2".into()])).unwrap();
+            g.add_output("r2", t(DType::I64, &[3]));
+        }
+        gather(&mut g, "r");
+        g
+    };
+    let sites = |g: &Graph| negative_sites(g);
+    assert_eq!(sites(&range((2, 5, 1), true, false)), [vec![("s".to_string(), 8), ("l".to_string(), 8)]]);
+    assert_eq!(sites(&range((2, 5, 1), false, false)).len(), 1);
+    assert!(sites(&range((2, 9, 1), true, false)).is_empty(), "limit past the dimension");
+    assert!(sites(&range((5, 2, -1), true, false)).is_empty(), "a negative delta");
+    assert!(sites(&range((2, 5, 1), true, true)).is_empty(), "the Range has another reader");
+    let mut own = Graph::new("p");
+    own.add_initializer("idx", Tensor::from_i64(&[3], &[0, 7, -2]));
+    gather(&mut own, "idx");
+    assert_eq!(sites(&own), [vec![("idx".to_string(), 8)]]);
+
+    // the variant: half of the tags the constant kind takes write a site negative (the other half finds no float
+    // constant to feed here)
+    let mut p = pattern(t(DType::F32, &[4, 8]));
+    p.model.graph = range((2, 5, 1), true, false);
+    let (mut negative, mut varied) = (0, 0);
+    for tag in 0..400 {
+        let Some(q) = reformed(&p, tag) else { continue };
+        varied += 1;
+        let value = |n: &str| q.model.graph.initializers[n].to_i64s().unwrap()[0];
+        if value("s") < 0 {
+            assert_eq!((value("s"), value("l"), value("d")), (-6, -3, 1), "tag {tag}");
+            negative += 1;
+        }
+    }
+    let share = negative as f64 / 400.0;
+    assert!(negative == varied && (0.25..0.75).contains(&(share / CONSTANT_SHARE)), "{negative} of {varied}");
+    p.model.graph = own;
+    let q = (0..400).find_map(|tag| reformed(&p, tag).filter(|q| q.model.graph.initializers.contains_key("idx")));
+    assert_eq!(q.unwrap().model.graph.initializers["idx"].to_i64s().unwrap(), [-8, -1, -2]);
+}
