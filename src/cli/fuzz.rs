@@ -105,8 +105,9 @@ pub struct FuzzArgs {
     /// node another legal value (an axis's other sign, a flag, a padding mode, pads, strides, a perm, an
     /// epsilon); `per-axis` makes a per-tensor quantization scale per-axis on one axis of the values it
     /// quantizes; `constant` makes one initializer an input the splice feeds (where any value is valid: a pass
-    /// that needs a constant must leave it) or a Constant node, or writes a Gather's constant indices (or the
-    /// Range computing them) negative, the same elements. stats.json `variations` counts tests, target-pass
+    /// that needs a constant must leave it) or a Constant node, or writes constants counting positions or
+    /// dimensions negative (Gather's indices or the Range computing them, axes inputs, Slice's starts and ends).
+    /// stats.json `variations` counts tests, target-pass
     /// firings (the rest are near misses) and findings per kind, `variations_invalid` its invalid tests. TVM
     /// builds `extra-reader` (an inner value returned and output), `dtype` (float32 written as float16/64) and
     /// `attr` (one op call's axis written negative or moved, or a reduction's keepdims flipped).

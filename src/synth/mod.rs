@@ -17,6 +17,7 @@ pub mod vary;
 pub mod vary_attrs;
 pub mod vary_axis;
 pub mod vary_const;
+mod vary_negative;
 
 #[cfg(test)]
 use ports::edge_types;

@@ -211,7 +211,8 @@ fn relax_tests_vary_the_attr_sites_the_check_listed_and_say_which_in_the_recipe(
 /// a Range read twice or a shared constant is left alone.
 #[test]
 fn a_constant_variant_writes_a_gathers_constant_indices_negative() {
-    use super::vary_const::{negative_sites, reformed, CONSTANT_SHARE};
+    use super::vary_const::{reformed, CONSTANT_SHARE};
+    use super::vary_negative::negative_sites;
     use crate::graph::{Attr, Tensor};
     let gather = |g: &mut Graph, indices: &str| {
         g.add_input("data", t(DType::F32, &[4, 8]));
@@ -237,6 +238,8 @@ fn a_constant_variant_writes_a_gathers_constant_indices_negative() {
             }
         }
         g.add_node(Node::new("range", OpId::onnx("Range"), operands, vec!["r".into()])).unwrap();
+        // the catalog has no Range: declared, as extraction declares every value
+        g.types.insert("r".into(), t(DType::I64, &[3]).into());
         if read_twice {
             g.add_node(Node::new("neg", OpId::onnx("Neg"), vec!["r".into()], vec!["r2".into()])).unwrap();
             g.add_output("r2", t(DType::I64, &[3]));
@@ -245,7 +248,7 @@ fn a_constant_variant_writes_a_gathers_constant_indices_negative() {
         g
     };
     let sites = |g: &Graph| negative_sites(g);
-    assert_eq!(sites(&range((2, 5, 1), true, false)), [vec![("s".to_string(), 8), ("l".to_string(), 8)]]);
+    assert_eq!(sites(&range((2, 5, 1), true, false)), [vec![("s".to_string(), vec![-6]), ("l".to_string(), vec![-3])]]);
     assert_eq!(sites(&range((2, 5, 1), false, false)).len(), 1);
     assert!(sites(&range((2, 9, 1), true, false)).is_empty(), "limit past the dimension");
     assert!(sites(&range((5, 2, -1), true, false)).is_empty(), "a negative delta");
@@ -253,7 +256,7 @@ fn a_constant_variant_writes_a_gathers_constant_indices_negative() {
     let mut own = Graph::new("p");
     own.add_initializer("idx", Tensor::from_i64(&[3], &[0, 7, -2]));
     gather(&mut own, "idx");
-    assert_eq!(sites(&own), [vec![("idx".to_string(), 8)]]);
+    assert_eq!(sites(&own), [vec![("idx".to_string(), vec![-8, -1, -2])]]);
 
     // the variant: half of the tags the constant kind takes write a site negative (the other half finds no float
     // constant to feed here)
@@ -274,4 +277,40 @@ fn a_constant_variant_writes_a_gathers_constant_indices_negative() {
     p.model.graph = own;
     let q = (0..400).find_map(|tag| reformed(&p, tag).filter(|q| q.model.graph.initializers.contains_key("idx")));
     assert_eq!(q.unwrap().model.graph.initializers["idx"].to_i64s().unwrap(), [-8, -1, -2]);
+}
+
+/// The axes input of an Unsqueeze (counting its output's dimensions) and of a ReduceSum, and a Slice's starts and
+/// ends (each counted on the dimension its axis names; an end at the dimension's size stays) are written negative.
+#[test]
+fn a_constant_variant_writes_axes_inputs_and_slice_positions_negative() {
+    use super::vary_negative::negative_sites;
+    use crate::graph::Tensor;
+    let mut g = Graph::new("p");
+    g.add_input("x", t(DType::F32, &[4, 6]));
+    let ints = |v: &[i64]| Tensor::from_i64(&[v.len()], v);
+    g.add_initializer("uax", ints(&[0, 3]));
+    g.add_initializer("rax", ints(&[1]));
+    g.add_initializer("starts", ints(&[1, 0]));
+    g.add_initializer("ends", ints(&[6, 3]));
+    g.add_initializer("sax", ints(&[1, 0]));
+    let node = |name: &str, op: &str, inputs: &[&str], out: &str| {
+        Node::new(name, OpId::onnx(op), inputs.iter().map(|s| s.to_string()).collect(), vec![out.to_string()])
+    };
+    g.add_node(node("u", "Unsqueeze", &["x", "uax"], "u")).unwrap();
+    g.add_node(node("r", "ReduceSum", &["x", "rax"], "r")).unwrap();
+    g.add_node(node("s", "Slice", &["x", "starts", "ends", "sax"], "s")).unwrap();
+    for o in ["u", "r", "s"] {
+        g.add_output(o, t(DType::F32, &[1]));
+    }
+    let mut sites = negative_sites(&g);
+    sites.sort();
+    let expected = |name: &str, v: &[i64]| vec![(name.to_string(), v.to_vec())];
+    let want = [
+        expected("ends", &[6, -1]),
+        expected("rax", &[-1]),
+        expected("sax", &[-1, -2]),
+        expected("starts", &[-5, -4]),
+        expected("uax", &[-4, -1]),
+    ];
+    assert_eq!(sites, want);
 }
