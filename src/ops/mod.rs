@@ -1,6 +1,7 @@
 //! The operator catalog: one spec per op (dtype/rank constraints, shape+dtype inference, attribute sampling).
 //! Adding an op is adding one spec to [`registry`].
 
+mod attention;
 mod contrib;
 mod control;
 pub mod conv;
@@ -89,6 +90,7 @@ pub fn registry() -> &'static [Box<dyn OpSpec>] {
         // last: seeds without contrib ops pick among the ONNX ops exactly as before they existed
         contrib::register(&mut v);
         qcontrib::register(&mut v);
+        attention::register(&mut v);
         v
     })
 }
