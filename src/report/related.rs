@@ -20,6 +20,10 @@
 //! or the graph, still reads), else two kinds: as one, GemmTransposeFusion's lost input edge (an Identity's output)
 //! joined its skipped graph-output check (the Gemm's own output), two bugs.
 //!
+//! A wrong shape is one failure whether it comes out as a result or as a control-flow body's output refusing the
+//! shape its kernel computed (Scan allocates its body's outputs): GatherToSliceFusion's empty Slice of a negative
+//! Range, filed twice.
+//!
 //! A minimized Relax module's evidence is the ops its bindings call (module.py): TVM's errors carry only the
 //! innermost C++ frame, so one broken value fails with another message in every op that reads it (ConvertLayout's
 //! layout of `R.stack` in a sum, a reshape, a relu). Two errors of one pass whose modules differ only in main's
@@ -134,7 +138,33 @@ pub fn related(
     };
     let (theirs_stale, ours_stale) = (stale(e), stale(t));
     let one_stale_edge = theirs_stale.iter().any(|p| ours_stale.contains(p));
-    same_failure || one_report || same_ops || same_lost || one_value || both_returned || one_stale_edge
+    // a wrong shape, once as a result and once as a control-flow body's output refusing the shape its kernel
+    // computed (Scan allocates its body's outputs; GatherToSliceFusion's empty Slice of a negative Range, both ways)
+    let one_shape = |a: (Symptom, &str), b: (Symptom, &str)| {
+        a.0 == Symptom::Error && a.1.contains(SHAPE_REFUSED) && b.0 == Symptom::Inconsistency && wrong_shape(b.1)
+    };
+    let one_wrong_shape = one_shape((rec.symptom, &e.detail), (symptom, &t.detail))
+        || one_shape((symptom, &t.detail), (rec.symptom, &e.detail));
+    same_failure
+        || one_report
+        || same_ops
+        || same_lost
+        || one_value
+        || both_returned
+        || one_stale_edge
+        || one_wrong_shape
+}
+
+/// ONNX Runtime's error when a kernel computes another shape than the output allocated for it holds.
+const SHAPE_REFUSED: &str = "but the computed output shape for this run is";
+
+/// Whether an inconsistency's detail is an output of the reference's dtype and another shape (the oracle's
+/// "output 'y' is float32[0, 8], reference has float32[8, 8]").
+fn wrong_shape(detail: &str) -> bool {
+    let Some((ours, theirs)) = detail.split_once(", reference has ") else { return false };
+    let Some((_, ours)) = ours.rsplit_once(" is ") else { return false };
+    let dtype = |s: &str| s.split('[').next().map(str::to_string);
+    dtype(ours).is_some() && dtype(ours) == dtype(theirs) && ours.contains('[')
 }
 
 /// The signature of an entry in `folder` related to `t`, when there is one (the one with the most findings).
@@ -244,6 +274,34 @@ mod tests {
         let mut reference = with_matmul.clone();
         reference.class = Class::Reference;
         assert!(!related(&gemm, "ort", Symptom::Error, &reference, &NONE, &NONE));
+    }
+
+    /// A review of a 30-minute campaign found GatherToSliceFusion's empty Slice of a negative Range filed twice: a
+    /// wrong shape, and a Scan refusing its body's output of that shape.
+    #[test]
+    fn a_wrong_shape_and_a_body_output_refusing_it_are_one_entry() {
+        let refused = "Non-zero status code returned while running Scan node. ... The output OrtValue provided for \
+            output 'g' of node 'Slice' (Slice) has shape {8,8,8,8} but the computed output shape for this run is {8,8,0,8}.";
+        let error = record(triaged(&["GatherToSliceFusion"], &[], refused));
+        let shape = "output 'y' is float32[0, 8, 8, 8], reference has float32[8, 8, 8, 8]";
+        let wrong = triaged(&["GatherToSliceFusion"], &[], shape);
+        assert!(related(&error, "ort", Symptom::Inconsistency, &wrong, &NONE, &NONE));
+        let mut back = record(wrong.clone());
+        back.symptom = Symptom::Inconsistency;
+        assert!(related(&back, "ort", Symptom::Error, &triaged(&["GatherToSliceFusion"], &[], refused), &NONE, &NONE));
+        // wrong values of the right shape, another dtype, or another pass: not this evidence
+        let values = triaged(&["GatherToSliceFusion"], &[], "output 'y'[3]: expected 1, got 2");
+        assert!(!related(&error, "ort", Symptom::Inconsistency, &values, &NONE, &NONE));
+        let dtype = triaged(&["GatherToSliceFusion"], &[], "output 'y' is int64[8], reference has float32[8]");
+        assert!(!related(&error, "ort", Symptom::Inconsistency, &dtype, &NONE, &NONE));
+        assert!(!related(
+            &error,
+            "ort",
+            Symptom::Inconsistency,
+            &triaged(&["ConstantFolding"], &[], shape),
+            &NONE,
+            &NONE
+        ));
     }
 
     /// The review of a 30-minute campaign found one root cause filed twice: MatMul_BatchNormalization_Fusion's
