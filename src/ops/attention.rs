@@ -120,9 +120,7 @@ pub fn register(v: &mut Vec<Box<dyn OpSpec>>) {
 mod tests {
     use super::*;
 
-    fn fact(d: DType, s: &[usize]) -> Option<Fact<'static>> {
-        Some(Fact { ty: TensorType::new(d, s), value: None })
-    }
+    use crate::ops::testutil::fact;
 
     #[test]
     fn attention_infers_the_value_width_and_refuses_what_its_schema_refuses() {

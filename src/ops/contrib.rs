@@ -232,9 +232,7 @@ pub fn register(v: &mut Vec<Box<dyn OpSpec>>) {
 mod tests {
     use super::*;
 
-    fn fact(d: DType, s: &[usize]) -> Option<Fact<'static>> {
-        Some(Fact { ty: TensorType::new(d, s), value: None })
-    }
+    use crate::ops::testutil::fact;
 
     #[test]
     fn contrib_ops_infer_like_the_ops_they_fuse_and_refuse_what_ort_refuses() {

@@ -302,12 +302,10 @@ pub fn register(v: &mut Vec<Box<dyn super::OpSpec>>) {
 #[cfg(test)]
 mod tests {
     use super::super::testutil::sample_many;
-    use super::super::{infer_node, lookup, Fact};
+    use super::super::{infer_node, lookup};
     use super::*;
 
-    fn fact(d: DType, s: &[usize]) -> Option<Fact<'static>> {
-        Some(Fact { ty: TensorType::new(d, s), value: None })
-    }
+    use crate::ops::testutil::fact;
 
     #[test]
     fn binary_broadcasts_and_comparisons_give_bool() {

@@ -6,6 +6,11 @@ use crate::graph::{DType, Tensor, TensorType};
 use rand::SeedableRng;
 use std::collections::HashMap;
 
+/// The inference fact of a value of type `d[s]` without a known value.
+pub fn fact(d: DType, s: &[usize]) -> Option<Fact<'static>> {
+    Some(Fact { ty: TensorType::new(d, s), value: None })
+}
+
 /// A context with a few values of common types.
 pub fn context() -> Vec<Value> {
     let v = |n: &str, d: DType, s: &[usize]| Value { name: n.into(), ty: TensorType::new(d, s) };

@@ -344,9 +344,7 @@ pub fn register(v: &mut Vec<Box<dyn OpSpec>>) {
 mod tests {
     use super::*;
 
-    fn fact(d: DType, s: &[usize]) -> Option<Fact<'static>> {
-        Some(Fact { ty: TensorType::new(d, s), value: None })
-    }
+    use crate::ops::testutil::fact;
 
     #[test]
     fn quantized_ops_infer_like_their_float_ops_and_refuse_what_ort_cannot_run() {
