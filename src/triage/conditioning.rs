@@ -259,6 +259,27 @@ pub fn refine_float64(
     c
 }
 
+/// Whether at every element of the outputs `only` where `optimized` is NaN or infinite and the model evaluated in
+/// float64 (`exact`) is finite, `unoptimized` is off the exact value by half its magnitude or more, or not finite.
+pub fn no_digit_where_not_finite(unoptimized: &Outcome, optimized: &Outcome, exact: &Outcome, only: &[usize]) -> bool {
+    let mut seen = false;
+    for &k in only {
+        let values = |run: &Outcome| run.outputs.get(k).and_then(|t| t.tensor.to_f64s());
+        let (Some(u), Some(o), Some(e)) = (values(unoptimized), values(optimized), values(exact)) else { return false };
+        for ((x, y), z) in u.iter().zip(&o).zip(&e) {
+            if y.is_finite() || !z.is_finite() {
+                continue;
+            }
+            // a NaN of the unoptimized run there is no digit either
+            if x.is_finite() && (x - z).abs() < 0.5 * z.abs() {
+                return false;
+            }
+            seen = true;
+        }
+    }
+    seen
+}
+
 /// [`refine_float64`] of an `undecided` inconsistency, by the float64 errors (largest, elements beyond tolerance)
 /// of the unoptimized run `u`, the optimized one `o` and onnx.reference `s`. Rounding is onnx.reference's error (a
 /// conforming evaluation) and the unoptimized one where it is within tolerance everywhere (a run off by a whole unit

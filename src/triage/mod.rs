@@ -322,7 +322,10 @@ fn class_of(
             ),
             None => match domains::violation(case, &c.passes, r.finding.symptom == Symptom::Inconsistency) {
                 Some(why) => (Class::Contract, why),
-                None => filed(r, case, c, reference, semantic),
+                None => match reference.zip(shown).and_then(|(a, b)| r.without_digits(case, a, b)) {
+                    Some(why) => (Class::Undecided, why),
+                    None => filed(r, case, c, reference, semantic),
+                },
             },
         },
         _ => filed(r, case, c, reference, semantic),

@@ -114,6 +114,25 @@ impl Reproducer<'_> {
         }
     }
 
+    /// Why an inconsistency of `case` judged a wrong rewrite is rounding's to decide: the optimized run is NaN or
+    /// infinite where the model evaluated in float64 is finite, and the unoptimized run keeps no correct digit there
+    /// either (a square root of a variance the model cancels: about 1e6 exactly, 3547 unoptimized, NaN fused).
+    pub(super) fn without_digits(&mut self, case: &Case, unoptimized: &Outcome, optimized: &Outcome) -> Option<String> {
+        if self.finding.symptom != super::Symptom::Inconsistency {
+            return None;
+        }
+        let differing: Vec<usize> = (0..unoptimized.outputs.len())
+            .filter(|&k| optimized.outputs.get(k).is_none_or(|o| o.tensor != unoptimized.outputs[k].tensor))
+            .collect();
+        let mut once = None;
+        let exact = self.float64(case, &mut once)?.clone();
+        super::conditioning::no_digit_where_not_finite(unoptimized, optimized, &exact, &differing).then(|| {
+            "the optimized run is not finite where the model evaluated in float64 is, and the unoptimized run keeps \
+             no correct digit there either: rounding decides those values"
+                .to_string()
+        })
+    }
+
     /// `case` evaluated in float64 by the semantic reference, asked once per judgement (`once` keeps the answer).
     pub(super) fn float64<'a>(&mut self, case: &Case, once: &'a mut Option<Option<Outcome>>) -> Option<&'a Outcome> {
         if once.is_none() {
