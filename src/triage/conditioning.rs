@@ -349,11 +349,12 @@ pub fn refine_lost_nan(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::compiler::{Config, Level, NamedTensor, Status};
 
-    fn run(v: &[f64], dtype: DType) -> Outcome {
+    /// A run with one output `y` of `v` in `dtype`.
+    pub(in crate::triage) fn run(v: &[f64], dtype: DType) -> Outcome {
         let tensor = Tensor::from_f64s(dtype, &[v.len()], v);
         Outcome {
             target: String::new(),

@@ -309,21 +309,8 @@ fn no_digit_where_not_finite(unoptimized: &Outcome, optimized: &Outcome, exact: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compiler::{Config, Level, NamedTensor, Status};
-    use crate::graph::{DType, Tensor};
-
-    fn run(v: &[f64], dtype: DType) -> Outcome {
-        let tensor = Tensor::from_f64s(dtype, &[v.len()], v);
-        Outcome {
-            target: String::new(),
-            config: Config::level(Level::Disable),
-            status: Status::Ok,
-            outputs: vec![NamedTensor { name: "y".into(), tensor }],
-            passes_fired: Vec::new(),
-            passes_ran: Vec::new(),
-            time_ms: 0.0,
-        }
-    }
+    use crate::graph::DType;
+    use crate::triage::conditioning::tests::run;
 
     /// A review found a NaN filed where the exact value is about 1e6 and the unoptimized run gives 3547: no digit on
     /// either side. A NaN beside a finite wrong element, or where the unoptimized run is right, is no such case.
