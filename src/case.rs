@@ -28,6 +28,9 @@ pub struct Test {
     /// Which configuration of the campaign's rotation this test runs if its id gets an extra one (an index; the
     /// source's choice, None: the rotation's turn). When it is fed back: the one it ran, if any.
     pub extra: Option<usize>,
+    /// The named configuration its model asks for (`compiler::named::SETTING`: a pattern of an opt-in pass), which
+    /// it runs as well, as `all+NAME`, whatever the rotation gives it.
+    pub asks: Option<String>,
     /// How its spliced pattern differs from the pattern's own test (`synth::vary` names; none: as written).
     pub variations: Vec<&'static str>,
 }

@@ -340,6 +340,33 @@ fn a_rotated_campaign_fires_free_dimension_overrides() {
     assert!(fired > 0, "{}", s["passes_fired"]);
 }
 
+/// DQMatMulNBitsFusion is opt-in (`all+dq_matmulnbits`). Its patterns, from the transcription of ORT's
+/// DQMatMulNBitsFusionTest graphs (opset 21, a blocked uint4 DequantizeLinear), ask for that configuration in their
+/// metadata (`oatest.config`): extraction kept it, the tests spliced from them carry it, and a campaign runs it on
+/// each of them besides `all`, where the pass never runs.
+#[test]
+fn tests_of_an_opt_in_pass_run_the_configuration_their_pattern_asks_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib, out) = (dir.path().join("lib/DQMatMulNBitsFusion"), dir.path().join("run"));
+    std::fs::create_dir_all(&lib).unwrap();
+    let own = Path::new(env!("CARGO_MANIFEST_DIR")).join("patterns/ort/DQMatMulNBitsFusion");
+    for f in oatest::util::onnx_files(&own).unwrap() {
+        let p = oatest::pattern::Pattern::load(&f).unwrap();
+        assert_eq!(oatest::compiler::named::asked_name(&p.model.metadata).as_deref(), Some("dq_matmulnbits"));
+        std::fs::copy(&f, lib.join(f.file_name().unwrap())).unwrap();
+    }
+    let (l, o) = (dir.path().join("lib"), out.to_str().unwrap());
+    let args = ["fuzz", "--target", "ort", "--patterns", l.to_str().unwrap(), "--tests", "40", "--seed", "3"];
+    let run = oatest(&[&args[..], &["--jobs", "1", "--rotate-every", "0", "--no-triage", "--out", o]].concat());
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let s = json(&out.join("stats.json"));
+    assert_stats_consistent(&s);
+    assert_eq!(s["validity_rate"].as_f64(), Some(1.0), "{}", s["invalid_examples"]);
+    let [tests, fired] = [0, 1].map(|i| s["trigger_by_pass"]["DQMatMulNBitsFusion"][i].as_u64().unwrap());
+    assert_eq!(tests, 40);
+    assert!(fired >= 36, "DQMatMulNBitsFusion fired in {fired} of 40 tests");
+}
+
 #[test]
 fn oatest_synth_splices_one_pattern_into_one_seed() {
     let dir = tempfile::tempdir().unwrap();

@@ -198,6 +198,30 @@ fn repair_unfolds_the_constant_operands_of_gather_to_slice_fusion_s_range() {
 }
 
 #[test]
+fn an_opt_in_pass_is_extracted_under_the_named_configuration_its_test_graph_asks_for() {
+    // DQMatMulNBitsFusion runs only with session.enable_dq_matmulnbits_fusion=1: the transcription of its test's
+    // graph (opset 21, blocked uint4 weights) asks for `dq_matmulnbits` in metadata `oatest.config`
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ort-test-graphs");
+    let rel = "dq_matmulnbits_fusion_test.cc/DQMatMulNBitsFusionTest_Pattern1_MatMul_NoZP.onnx";
+    let (found, _, _) = extracted_without_and_with_repair(&corpus, rel, "DQMatMulNBitsFusion");
+    assert_eq!(found.len(), 1, "one block pattern");
+    let p = &found[0];
+    assert_eq!(oatest::compiler::named::asked_name(&p.model.metadata).as_deref(), Some("dq_matmulnbits"));
+    let ops: Vec<&str> = p.model.graph.nodes_in_order().unwrap().iter().map(|n| n.op.name.as_str()).collect();
+    assert_eq!(ops, ["DequantizeLinear", "Reshape", "Transpose", "MatMul"]);
+    // without the setting the same graph gives no pattern of the pass (at `all` it never runs)
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = onnx::load(&corpus.join(rel)).unwrap();
+    m.metadata.clear();
+    std::fs::create_dir_all(dir.path().join("models")).unwrap();
+    std::fs::write(dir.path().join("models/plain.onnx"), onnx::encode_model(&m)).unwrap();
+    let (models, out) = (dir.path().join("models"), dir.path().join("out"));
+    let run = oatest(&["extract", "ort", "--models", models.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(patterns_of(&out, "DQMatMulNBitsFusion").is_empty());
+}
+
+#[test]
 fn upgrading_the_opset_keeps_patterns_whose_ops_changed_signature() {
     // Unsqueeze took its axes as an attribute before opset 13 and as an input since: bumping the opset number of
     // an opset-12 pattern breaks it, onnx's version converter does not

@@ -112,6 +112,7 @@ impl Done {
             origin: String::new(),
             target_pass: None,
             extra: None,
+            asks: None,
             variations: Vec::new(),
         };
         Done { gen_error: Some(why), gen_sec, ..Done::new(test, false) }
@@ -187,6 +188,10 @@ pub(super) fn execute(
         if let Some((_, extra)) = extra {
             free_dims(&mut all.test, extra);
         }
+        // the named configuration the test's model asks for (a pattern of an opt-in pass), unless the rotation's
+        // extra is that one
+        let asked = all.test.asks.as_deref().and_then(|n| Config::parse(&format!("all+{n}")).ok());
+        let asked = asked.filter(|a| extra.is_none_or(|(_, e)| e != a));
         let hints = hints(&all.test);
         let mut references: Vec<Outcome> = Vec::new();
         for (k, w) in lane.iter_mut().enumerate() {
@@ -201,6 +206,9 @@ pub(super) fn execute(
             }
             if let Some((_, extra)) = extra {
                 mine.to_mut().push(extra.clone());
+            }
+            if let Some(asked) = &asked {
+                mine.to_mut().push(asked.clone());
             }
             let (outcomes, mut j, dropped, reruns) = run_and_judge(w, &all.test, &mine, &oracle, &hints);
             if let Some(path) = save {

@@ -76,6 +76,30 @@ fn file() -> &'static File {
     })
 }
 
+/// The model metadata key by which a test model asks to be optimized under a named configuration (its value a
+/// name of the data file): a compiler test of an opt-in pass (DQMatMulNBitsFusion) says so, and the patterns
+/// extracted from it and the tests spliced from those keep it ([`crate::pattern::is_setting`]). Extraction and
+/// the usability check optimize such a model at `all+NAME`; a campaign runs `all+NAME` on every such test.
+pub const SETTING: &str = "oatest.config";
+
+/// The named configuration a model's metadata asks for, if any ([`SETTING`]); an unknown name is an error.
+pub fn asked(metadata: &[(String, String)]) -> anyhow::Result<Option<&'static Named>> {
+    metadata.iter().find(|(k, _)| k == SETTING).map(|(_, v)| lookup(v)).transpose()
+}
+
+/// The name of the named configuration a model's metadata asks for, if it names a known one.
+pub fn asked_name(metadata: &[(String, String)]) -> Option<String> {
+    asked(metadata).ok().flatten().map(|n| n.name.clone())
+}
+
+/// The `all` configuration for a model with `metadata`: `all+NAME` when it asks for a named configuration.
+pub fn all_for(metadata: &[(String, String)]) -> anyhow::Result<Config> {
+    Ok(match asked(metadata)? {
+        Some(n) => Config::parse(&format!("all+{}", n.name))?,
+        None => Config::level(Level::All),
+    })
+}
+
 /// Every named configuration, in file order.
 pub fn all() -> &'static [Named] {
     &file().config
@@ -224,5 +248,14 @@ mod tests {
             assert_eq!(free_dim_size(&name), Some(size));
         }
         assert!(rotation("1.31.1").contains(&free));
+    }
+
+    #[test]
+    fn a_model_asks_for_a_named_configuration_in_its_metadata() {
+        let meta = |v: &str| vec![("author".to_string(), "x".to_string()), (SETTING.to_string(), v.to_string())];
+        assert_eq!(all_for(&meta("dq_matmulnbits")).unwrap().to_string(), "all+dq_matmulnbits");
+        assert_eq!(all_for(&[]).unwrap(), Config::level(Level::All));
+        let err = all_for(&meta("nope")).unwrap_err().to_string();
+        assert!(err.contains("unknown named configuration 'nope'"), "{err}");
     }
 }

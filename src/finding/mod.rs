@@ -369,6 +369,7 @@ mod tests {
             origin: "seedgen".into(),
             target_pass: Some("FuseTransposeMatmul".into()),
             extra: None,
+            asks: None,
             variations: vec![],
         };
         let fired = |level: Level, passes: &[&str]| {
@@ -407,6 +408,7 @@ mod tests {
             origin: "seedgen".into(),
             target_pass: None,
             extra: None,
+            asks: None,
             variations: vec!["attr"],
         };
         let mut run = Outcome::failed(

@@ -1,5 +1,7 @@
-//! Type conversion and quantization: Cast, QuantizeLinear, DequantizeLinear (opset 19 forms, as in opset 20).
-//! Dtype lists are what ONNX Runtime 1.31's CPU provider runs (docs/ort-cpu-dtypes.tsv).
+//! Type conversion and quantization: Cast, QuantizeLinear, DequantizeLinear (opset 19 forms, as in opset 20);
+//! DequantizeLinear also in opset 21's blocked form (`block_size`, 4-bit inputs), which only patterns written at
+//! opset 21 bring (seeds never draw it). Dtype lists are what ONNX Runtime 1.31's CPU provider runs
+//! (docs/ort-cpu-dtypes.tsv).
 
 use super::draft::random_type;
 use super::elementwise::{ALL, F32_16};
@@ -14,6 +16,11 @@ use rand::Rng as _;
 use DType::*;
 const QUANT: &[DType] = &[I8, U8];
 const DEQUANT_IN: &[DType] = &[I8, U8, I32];
+/// ONNX's 4-bit integers (opset 21), which the op catalog does not otherwise model.
+const U4: DType = Other(21);
+const I4: DType = Other(22);
+/// What DequantizeLinear takes: [`DEQUANT_IN`] and, as opset 21 has it, the 4-bit integers.
+const DEQUANT_TAKES: &[DType] = &[I8, U8, I32, U4, I4];
 
 /// Cast(input) to the ONNX dtype code in attribute `to`.
 pub struct Cast;
@@ -49,12 +56,29 @@ impl OpSpec for Cast {
     }
 }
 
-/// Checks scale/zero-point shapes: per-tensor (a scalar or one-element 1-D scale) or per-axis (a 1-D scale as
-/// long as x's dim at attribute `axis`, default 1); the zero point has the scale's shape.
+/// Checks scale/zero-point shapes: per-tensor (a scalar or one-element 1-D scale), per-axis (a 1-D scale as
+/// long as x's dim at attribute `axis`, default 1) or, with a positive `block_size` (opset 21), blocked (the
+/// scale of x's rank, its dim at `axis` x's divided by the block size and rounded up, the others x's); the zero
+/// point has the scale's shape.
 fn check_qparams(op: &str, x: &Fact, scale: &Fact, zp: Option<&Fact>, attrs: &Attrs) -> Result<(), Reject> {
     let Some(sd) = scale.ty.dims() else { reject!("{op} scale needs a static shape") };
-    let per_tensor = sd.is_empty() || sd == [1];
-    if !per_tensor {
+    let block = attr_int(attrs, "block_size", 0)?;
+    let per_tensor = block == 0 && (sd.is_empty() || sd == [1]);
+    if block < 0 {
+        reject!("{op} block_size must not be negative, got {block}");
+    } else if block > 0 {
+        let Some(xd) = x.ty.dims() else { reject!("{op} blocked quantization needs a static input shape") };
+        let axis = norm_axis(attr_int(attrs, "axis", 1)?, xd.len(), &format!("{op} axis"))?;
+        let want: Vec<usize> =
+            xd.iter().enumerate().map(|(i, &d)| if i == axis { d.div_ceil(block as usize) } else { d }).collect();
+        if sd != want {
+            reject!(
+                "{op} blocked scale {} does not match input {} in blocks of {block} on axis {axis}",
+                scale.ty,
+                x.ty
+            );
+        }
+    } else if !per_tensor {
         if sd.len() != 1 {
             reject!("{op} scale must be a scalar or 1-D (blocked quantization is opset 21), got {}", scale.ty);
         }
@@ -155,7 +179,8 @@ impl OpSpec for Quantize {
     }
 }
 
-/// DequantizeLinear(x, x_scale, x_zero_point?): int8/uint8/int32 to the scale's dtype (float32 or float16).
+/// DequantizeLinear(x, x_scale, x_zero_point?): int8/uint8/int32 (and, from opset 21's patterns, 4-bit integers)
+/// to the scale's dtype (float32 or float16).
 pub struct Dequantize;
 
 impl OpSpec for Dequantize {
@@ -167,7 +192,7 @@ impl OpSpec for Dequantize {
     }
     fn infer(&self, ins: &[Option<Fact>], attrs: &Attrs) -> Result<Vec<TensorType>, Reject> {
         let (x, s) = (input(ins, 0)?, input(ins, 1)?);
-        check_dtype("DequantizeLinear", x, DEQUANT_IN)?;
+        check_dtype("DequantizeLinear", x, DEQUANT_TAKES)?;
         check_dtype("DequantizeLinear x_scale", s, F32_16)?;
         let zp = opt_input(ins, 2);
         if let Some(z) = zp {
@@ -293,6 +318,30 @@ mod tests {
             TensorType::new(F32, &[2, 3])
         );
         assert!(one("DequantizeLinear", &[fact(I8, &[3]), cfact(&s3)], &[]).is_err(), "default axis 1 on rank 1");
+    }
+
+    #[test]
+    fn dequantize_takes_opset_21_blocks_of_4_bit_values() {
+        // DQMatMulNBitsFusion's test: uint4 [8, 2, 16] in blocks of 16 on axis 2, scale [8, 2, 1]
+        let s = Tensor::from_f64s(F32, &[8, 2, 1], &[0.1; 16]);
+        let z = fact(U4, &[8, 2, 1]);
+        let blocked = [("axis", 2), ("block_size", 16)];
+        let out = one("DequantizeLinear", &[fact(U4, &[8, 2, 16]), cfact(&s), z.clone()], &blocked).unwrap();
+        assert_eq!(out, TensorType::new(F32, &[8, 2, 16]));
+        // a block count rounded up; a wrong block count, rank or zero point shape is refused
+        let s5 = Tensor::from_f64s(F32, &[5, 3], &[0.5; 15]);
+        let rows = [("axis", 0), ("block_size", 2)];
+        assert_eq!(one("DequantizeLinear", &[fact(I4, &[9, 3]), cfact(&s5)], &rows).unwrap().dims(), Some(vec![9, 3]));
+        assert!(one("DequantizeLinear", &[fact(I4, &[11, 3]), cfact(&s5)], &rows).is_err());
+        assert!(one("DequantizeLinear", &[fact(U4, &[8, 32]), cfact(&s)], &blocked).is_err());
+        assert!(one("DequantizeLinear", &[fact(U4, &[8, 2, 16]), cfact(&s), fact(U4, &[8, 2])], &blocked).is_err());
+        assert!(
+            one("DequantizeLinear", &[fact(U4, &[8, 2, 16]), cfact(&s)], &[("axis", 2), ("block_size", -1)]).is_err()
+        );
+        // 4-bit values per tensor too; a quantizing op still never writes them
+        let one_scale = Tensor::from_f32(&[], &[0.5]);
+        assert!(one("DequantizeLinear", &[fact(I4, &[4]), cfact(&one_scale)], &[]).is_ok());
+        assert!(one("QuantizeLinear", &[fact(F32, &[4]), cfact(&one_scale), z], &[]).is_err());
     }
 
     #[test]

@@ -233,7 +233,8 @@ pub fn extract_model(
     let mut res = ModelResult::default();
     // pairing: passes that fired at `all` but not in the unoptimized (always-on) configuration
     let base: HashSet<String> = w.run(bytes, &feeds, &Config::level(Level::Disable)).passes_fired.into_iter().collect();
-    let mut all = Config::level(Level::All);
+    // `all`, or `all+NAME` for a model of an opt-in pass that asks for its named configuration
+    let mut all = crate::compiler::named::all_for(&model.metadata)?;
     all.attribute_rules = true;
     let fired: Vec<String> =
         w.run(bytes, &feeds, &all).passes_fired.into_iter().filter(|p| !base.contains(p)).collect();
@@ -244,7 +245,7 @@ pub fn extract_model(
     let types = value_types(w, &model, &feeds);
     for pass in passes {
         res.pairs.push(pass.clone());
-        let Some(optimized) = isolate(w, bytes, &fired, pass, tmp) else {
+        let Some(optimized) = isolate(w, bytes, &all, &fired, pass, tmp) else {
             res.notes.push(format!("{pass}: no isolated rewrite"));
             continue;
         };
@@ -452,8 +453,16 @@ pub fn consume_outputs(g: &Graph) -> Option<Graph> {
     Some(out)
 }
 
-/// The graph after `pass` alone (other fired passes disabled); `None` if the pass does not fire alone.
-fn isolate(w: &mut Worker, bytes: &[u8], fired: &[String], pass: &str, tmp: &std::path::Path) -> Option<Model> {
+/// The graph after `pass` alone (other fired passes of configuration `all` disabled); `None` if the pass does not
+/// fire alone.
+fn isolate(
+    w: &mut Worker,
+    bytes: &[u8],
+    all: &Config,
+    fired: &[String],
+    pass: &str,
+    tmp: &std::path::Path,
+) -> Option<Model> {
     let container = container_of(pass);
     let siblings: Vec<String> = container
         .and_then(|c| RULE_CONTAINERS.iter().find(|(n, _)| *n == c))
@@ -472,7 +481,8 @@ fn isolate(w: &mut Worker, bytes: &[u8], fired: &[String], pass: &str, tmp: &std
         let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = tmp.join(format!("opt-{}-{n}.onnx", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        let mut c = Config::level(Level::All);
+        let mut c = all.clone();
+        c.attribute_rules = false;
         c.disabled = disabled;
         c.save_optimized = Some(path.clone());
         let o = w.run(bytes, &[], &c);
@@ -485,11 +495,12 @@ fn isolate(w: &mut Worker, bytes: &[u8], fired: &[String], pass: &str, tmp: &std
     None
 }
 
-/// A pattern is kept only if, closed with fresh graph inputs, it still fires its pass.
+/// A pattern is kept only if, closed with fresh graph inputs, it still fires its pass (at `all`, or the named
+/// configuration its model asks for).
 pub fn verify(w: &mut Worker, p: &Pattern) -> bool {
     let Ok(bytes) = p.encode() else { return false };
+    let Ok(mut c) = crate::compiler::named::all_for(&p.model.metadata) else { return false };
     let feeds = inputs::generate(&p.model.graph, 0).unwrap_or_default();
-    let mut c = Config::level(Level::All);
     c.attribute_rules = container_of(&p.meta.pass).is_some();
     w.run(&bytes, &feeds, &c).passes_fired.iter().any(|f| *f == p.meta.pass)
 }

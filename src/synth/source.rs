@@ -44,6 +44,7 @@ impl TestSource for SeedgenSource {
             origin: "seedgen".into(),
             target_pass: None,
             extra: None,
+            asks: None,
             variations: Vec::new(),
         })
     }
@@ -93,6 +94,9 @@ impl TestSource for DirSource {
             origin: path.display().to_string(),
             target_pass: None,
             extra: None,
+            asks: crate::compiler::named::asked(&m.metadata)
+                .with_context(|| format!("{}: metadata {}", path.display(), crate::compiler::named::SETTING))?
+                .map(|n| n.name.clone()),
             variations: Vec::new(),
         })
     }
@@ -261,6 +265,7 @@ impl TestSource for SynthSource {
             match spliced {
                 Ok((mut m, info)) => {
                     carry_settings(&mut m, &p.model);
+                    let asks = crate::compiler::named::asked_name(&m.metadata);
                     let inputs = inputs::generate(&m.graph, self.seed ^ id.rotate_left(17))?;
                     let origin = format!("synth:{}", p.file_name().display());
                     return Ok(Test {
@@ -275,6 +280,7 @@ impl TestSource for SynthSource {
                             k,
                             &mut crate::seedgen::rng_for(self.seed ^ 0xc0f1, id),
                         ),
+                        asks,
                         variations: info.variations.iter().map(|v| v.name()).collect(),
                     });
                 }
@@ -442,6 +448,6 @@ impl TestSource for RelaxSynthSource {
         }
         let payload = Payload::Recipe(Box::new(recipe));
         let target_pass = Some(p.pass.clone());
-        Ok(Test { id, payload, inputs, origin, target_pass, extra: None, variations })
+        Ok(Test { id, payload, inputs, origin, target_pass, extra: None, asks: None, variations })
     }
 }

@@ -37,11 +37,13 @@ def tensor(name, elem, shape):
     return helper.make_tensor_value_info(name, elem, shape)
 
 
-def save(path, nodes, inputs, outputs, inits, opset, ms=False):
+def save(path, nodes, inputs, outputs, inits, opset, ms=False, config=None):
     g = helper.make_graph(nodes, os.path.splitext(os.path.basename(path))[0], inputs, outputs, inits)
     opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid("com.microsoft", 1)] if ms else [])
     m = helper.make_model(g, opset_imports=opsets, producer_name="oatest ort-test-graphs")
-    m.ir_version = 8
+    m.ir_version = 10 if opset >= 21 else 8  # 4-bit types need IR 10
+    if config is not None:
+        helper.set_model_props(m, {"oatest.config": config})
     onnx.checker.check_model(m)
     full = os.path.join(OUT, path)
     os.makedirs(os.path.dirname(full), exist_ok=True)
@@ -161,6 +163,41 @@ def where_dummy_dq_models():
         onnx.save(where_dummy_dq(dq1, dq2), os.path.join(out, f"{name}.onnx"))
 
 
+def dq_matmulnbits(name, with_zp=False, zp=8, with_cast=False, m=4, n=8, k=32, block=16):
+    """dq_matmulnbits_fusion_test.cc (microsoft/onnxruntime main), TEST_F(DQMatMulNBitsFusionTest, <name>), opset
+    21: BuildPattern1Graph: DQ(uint4 [N, K/block, block], axis 2, block_size) -> Reshape([N, K]) ->
+    Transpose([1, 0]) -> [Cast to float] -> MatMul, with the test's values (weights i % 16, scales 0.1 + 0.01 (i %
+    10)). Its Gemm cases do not fuse in ONNX Runtime 1.32.0 and are left out. The pass is opt-in: the model says
+    so in metadata `oatest.config` (a named configuration of data/ort-configs.toml), which extraction and the
+    tests spliced from its patterns run."""
+    blocks = k // block
+    inits = [helper.make_tensor("weight", TensorProto.UINT4, [n, blocks, block], [i % 16 for i in range(n * k)]),
+             init("scale", [0.1 + 0.01 * (i % 10) for i in range(n * blocks)], shape=[n, blocks, 1]),
+             init("shape", [n, k], np.int64)]
+    dq_in = ["weight", "scale"]
+    if with_zp:
+        inits.append(helper.make_tensor("zp", TensorProto.UINT4, [n, blocks, 1], [zp] * (n * blocks)))
+        dq_in.append("zp")
+    nodes = [helper.make_node("DequantizeLinear", dq_in, ["dq_out"], axis=2, block_size=block),
+             helper.make_node("Reshape", ["dq_out", "shape"], ["reshape_out"]),
+             helper.make_node("Transpose", ["reshape_out"], ["transpose_out"], perm=[1, 0])]
+    b = "transpose_out"
+    if with_cast:
+        nodes.append(helper.make_node("Cast", [b], ["cast_out"], to=TensorProto.FLOAT))
+        b = "cast_out"
+    nodes.append(helper.make_node("MatMul", ["input_a", b], ["output"]))
+    path = f"dq_matmulnbits_fusion_test.cc/DQMatMulNBitsFusionTest_{name}.onnx"
+    save(path, nodes, [tensor("input_a", TensorProto.FLOAT, [m, k])], [tensor("output", TensorProto.FLOAT, [m, n])],
+         inits, 21, config="dq_matmulnbits")
+
+
+def dq_matmulnbits_models():
+    dq_matmulnbits("Pattern1_MatMul_NoZP")
+    dq_matmulnbits("Pattern1_MatMul_WithNonDefaultZP", with_zp=True, zp=3)
+    dq_matmulnbits("Pattern1_MatMul_WithCast", with_cast=True)
+    dq_matmulnbits("Pattern1_BlockSize32", m=2, n=4, k=64, block=32)
+
+
 if __name__ == "__main__":
     where_dummy_dq_models()
     slice_concat_to_space_to_depth()
@@ -168,3 +205,4 @@ if __name__ == "__main__":
     bias_skip_layer_norm()
     bias_skip_layer_norm_with_cast()
     relu_quant()
+    dq_matmulnbits_models()
