@@ -193,6 +193,9 @@ impl Pattern {
         if meta.granularity == Granularity::Model && meta.inputs.is_empty() && meta.outputs.is_empty() {
             whole_model_ports(&model.graph, &mut meta);
         }
+        // the named configuration its pass needs, if any, must be one oatest knows
+        crate::compiler::named::asked(&model.metadata)
+            .with_context(|| format!("{}: metadata '{}'", path.display(), crate::compiler::named::SETTING))?;
         Ok(Pattern { model, meta })
     }
 

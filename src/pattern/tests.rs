@@ -203,4 +203,11 @@ fn pattern_files_round_trip_and_bad_files_are_named() {
     let err = format!("{:#}", Pattern::load(&plain).unwrap_err());
     assert!(err.contains("plain.onnx") && err.contains("not an oatest pattern"), "{err}");
     assert_eq!(library_stats(dir.path()).unwrap().unreadable.len(), 1);
+    // a pattern asking for a named configuration oatest does not know is refused, naming the file and the name
+    let mut asks = p.clone();
+    asks.model.metadata.push((crate::compiler::named::SETTING.into(), "no_such".into()));
+    let odd = dir.path().join("odd.onnx");
+    crate::util::write_atomic(&odd, &asks.encode().unwrap()).unwrap();
+    let err = format!("{:#}", Pattern::load(&odd).unwrap_err());
+    assert!(err.contains("odd.onnx") && err.contains("unknown named configuration 'no_such'"), "{err}");
 }
