@@ -128,9 +128,10 @@ fn onnx_synth(
     spec.ort_lib = s.ort_lib.clone();
     let (usable, lost) = crate::synth::usable::usable_ort_patterns(&spec, s.jobs, patterns, cfg.opset)?;
     let own = usable.iter().filter(|p| p.model.opset() < cfg.opset).count();
+    let newer = usable.iter().filter(|p| p.model.opset() > cfg.opset).count();
     eprintln!(
         "{} of {n} patterns in {} still fire at opset {} ({own} of them only at their own older opset, \
-         where their tests are written): synthesizing from them",
+         {newer} at their own newer one, where their tests are written): synthesizing from them",
         usable.len(),
         dir.display(),
         cfg.opset
