@@ -305,6 +305,17 @@ fn reduce_kept_x64(name: &str, config: &str) -> Option<serde_json::Value> {
     bug
 }
 
+/// ONNX Runtime 1.32.0 (seed 301, `--vary extra-reader`): DQMatMulNBitsFusion, opt-in, runs only under the named
+/// configuration `dq_matmulnbits`, and removes a Reshape whose output is also a graph output. Triage reduces and
+/// blames it under that configuration.
+#[test]
+fn ort_an_opt_in_pass_is_blamed_under_its_named_configuration() {
+    let bug = reduce_kept("dq-matmulnbits-reshape-output", "all+dq_matmulnbits").expect("a finding");
+    assert_eq!(bug["triage"]["culprits"], serde_json::json!(["DQMatMulNBitsFusion"]), "{bug}");
+    assert_eq!(bug["triage"]["class"], "optimizer", "{bug}");
+    assert_eq!(bug["triage"]["config"], "all+dq_matmulnbits", "{bug}");
+}
+
 /// ONNX Runtime 1.32.0 (seed 89, filed as a LayerNormFusionL1 bug): the mean of a layer normalization's output,
 /// cast to int8 and reshaped, is exactly 1.0; the fused kernel gives one ULP below and the Cast truncates it to 0.
 /// The float value the Cast reads is within rounding of the float64 one: precision, not a bug.
