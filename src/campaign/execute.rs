@@ -190,7 +190,7 @@ pub(super) fn execute(
         }
         // the named configuration the test's model asks for (a pattern of an opt-in pass), unless the rotation's
         // extra is that one
-        let asked = all.test.asks.as_deref().and_then(|n| Config::parse(&format!("all+{n}")).ok());
+        let asked = all.test.asks.as_deref().and_then(|n| crate::compiler::named::all_with(n).ok());
         let asked = asked.filter(|a| extra.is_none_or(|(_, e)| e != a));
         let hints = hints(&all.test);
         let mut references: Vec<Outcome> = Vec::new();

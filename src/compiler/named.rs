@@ -92,12 +92,17 @@ pub fn asked_name(metadata: &[(String, String)]) -> Option<String> {
     asked(metadata).ok().flatten().map(|n| n.name.clone())
 }
 
+/// `all+NAME` for the named configuration `name` (what a model that asks for it is optimized with).
+pub fn all_with(name: &str) -> anyhow::Result<Config> {
+    Config::parse(&format!("all+{name}"))
+}
+
 /// The `all` configuration for a model with `metadata`: `all+NAME` when it asks for a named configuration.
 pub fn all_for(metadata: &[(String, String)]) -> anyhow::Result<Config> {
-    Ok(match asked(metadata)? {
-        Some(n) => Config::parse(&format!("all+{}", n.name))?,
-        None => Config::level(Level::All),
-    })
+    match asked(metadata)? {
+        Some(n) => all_with(&n.name),
+        None => Ok(Config::level(Level::All)),
+    }
 }
 
 /// Every named configuration, in file order.

@@ -204,9 +204,7 @@ impl SynthSource {
             patterns.iter().map(|p| p.model.opset()).filter(|&o| o < cfg.opset).collect();
         let lowered = patterns
             .iter()
-            // only patterns written at the seeds' opset: a newer one (DQMatMulNBitsFusion's, at 21) has nodes of
-            // forms no older opset has, which `same_at` does not judge (it takes opset-20 forms)
-            .map(|p| if p.model.opset() == cfg.opset { super::lower::lowered(p, &older) } else { Vec::new() })
+            .map(|p| if p.model.opset() >= cfg.opset { super::lower::lowered(p, &older) } else { Vec::new() })
             .collect();
         let pool = Default::default();
         SynthSource { seed, cfg, patterns, extra_seeds: Vec::new(), pool, lowered, stride, coverage, vary: Vec::new() }
