@@ -106,12 +106,13 @@ pub struct FuzzArgs {
     /// epsilon); `per-axis` makes a per-tensor quantization scale per-axis on one axis of the values it
     /// quantizes; `constant` makes one initializer an input the splice feeds (where any value is valid: a pass
     /// that needs a constant must leave it) or a Constant node, or writes constants counting positions or
-    /// dimensions negative (Gather's indices or the Range computing them, axes inputs, Slice's starts and ends).
-    /// stats.json `variations` counts tests, target-pass
+    /// dimensions negative (Gather's indices or the Range computing them, axes inputs, Slice's starts and ends);
+    /// `broadcast` writes one constant read only where ONNX broadcasts in another shape with the same values
+    /// (leading ones added or dropped, equal values as a scalar, expanded to its reader's shape). stats.json `variations` counts tests, target-pass
     /// firings (the rest are near misses) and findings per kind, `variations_invalid` its invalid tests. TVM
     /// builds `extra-reader` (an inner value returned and output), `dtype` (float32 written as float16/64) and
     /// `attr` (one op call's axis written negative or moved, or a reduction's keepdims flipped).
-    #[arg(long, value_name = "KIND", value_parser = ["extra-reader", "dtype", "attr", "per-axis", "constant"])]
+    #[arg(long, value_name = "KIND", value_parser = ["extra-reader", "dtype", "attr", "per-axis", "constant", "broadcast"])]
     pub vary: Vec<String>,
     /// Run the K-th of N disjoint slices of the campaign (test ids = K mod N; `--tests` counts the whole
     /// campaign); `oatest merge` joins the shards' run directories.

@@ -16,6 +16,7 @@ pub mod usable;
 pub mod vary;
 pub mod vary_attrs;
 pub mod vary_axis;
+pub mod vary_broadcast;
 pub mod vary_const;
 mod vary_negative;
 

@@ -95,13 +95,15 @@ pub fn splice_varied(
     vary: &[Variation],
 ) -> Result<(Model, SpliceInfo), Refused> {
     // variations: another value of one attribute, per-axis quantization, the pattern in another element type its
-    // ops accept, one constant in another form
+    // ops accept, one constant in another broadcasting shape, one constant in another form
     let reattributed = vary.contains(&Variation::Attr).then(|| super::vary_attrs::reattributed(p, tag)).flatten();
     let p = reattributed.as_ref().unwrap_or(p);
     let per_axis = vary.contains(&Variation::PerAxis).then(|| super::vary_axis::per_axis(p, tag)).flatten();
     let p = per_axis.as_ref().unwrap_or(p);
     let retyped = vary.contains(&Variation::Dtype).then(|| super::vary::retyped(p, tag)).flatten();
     let p = retyped.as_ref().unwrap_or(p);
+    let broadcast = vary.contains(&Variation::Broadcast).then(|| super::vary_broadcast::broadcast(p, tag)).flatten();
+    let p = broadcast.as_ref().unwrap_or(p);
     let reformed = vary.contains(&Variation::Constant).then(|| super::vary_const::reformed(p, tag)).flatten();
     let p = reformed.as_ref().unwrap_or(p);
     let g = &seed.graph;
@@ -122,6 +124,9 @@ pub fn splice_varied(
     }
     if reformed.is_some() {
         info.variations.push(Variation::Constant);
+    }
+    if broadcast.is_some() {
+        info.variations.push(Variation::Broadcast);
     }
     let preceding = preceding(g, &order, k, &types);
     let pg = &p.model.graph;

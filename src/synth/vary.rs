@@ -11,6 +11,8 @@
 //! - `attr`: one attribute of one pattern node takes another legal value ([`super::vary_attrs`]).
 //! - `per-axis`: a per-tensor quantization scale becomes per-axis on one axis ([`super::vary_axis`]).
 //! - `constant`: one initializer becomes an open input the splice feeds, or a Constant node ([`super::vary_const`]).
+//! - `broadcast`: one constant read only where ONNX broadcasts takes another shape that broadcasts to the same
+//!   values ([`super::vary_broadcast`]).
 
 use crate::graph::{Attr, DType, Graph, Tensor, TensorType, ValueType};
 use crate::ops::{check_graph, Rng};
@@ -31,6 +33,7 @@ pub enum Variation {
     Attr,
     PerAxis,
     Constant,
+    Broadcast,
 }
 
 /// The share of splices whose pattern takes another element type ([`Variation::Dtype`]).
@@ -40,8 +43,14 @@ pub const DTYPE_SHARE: f64 = 0.25;
 const DTYPES: &[DType] = &[DType::F32, DType::F16, DType::F64, DType::I8, DType::U8, DType::I32, DType::I64];
 
 impl Variation {
-    pub const ALL: &'static [Variation] =
-        &[Variation::ExtraReader, Variation::Dtype, Variation::Attr, Variation::PerAxis, Variation::Constant];
+    pub const ALL: &'static [Variation] = &[
+        Variation::ExtraReader,
+        Variation::Dtype,
+        Variation::Attr,
+        Variation::PerAxis,
+        Variation::Constant,
+        Variation::Broadcast,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -50,6 +59,7 @@ impl Variation {
             Variation::Attr => "attr",
             Variation::PerAxis => "per-axis",
             Variation::Constant => "constant",
+            Variation::Broadcast => "broadcast",
         }
     }
 
