@@ -316,6 +316,15 @@ fn ort_an_opt_in_pass_is_blamed_under_its_named_configuration() {
     assert_eq!(bug["triage"]["config"], "all+dq_matmulnbits", "{bug}");
 }
 
+/// ONNX Runtime 1.32.0 (seed 301, `--vary broadcast`): a Gelu chain on a rank-0 input whose Add constant is [1]
+/// computes a [1]; GeluFusionL1 fuses it into a rank-0 Gelu and the Unsqueeze after it fails. Triage blames it.
+#[test]
+fn ort_a_fusion_that_drops_the_rank_its_constants_broadcast_to_is_blamed() {
+    let bug = reduce_kept("gelu-constants-raise-a-scalars-rank", "all").expect("a finding");
+    assert_eq!(bug["triage"]["culprits"], serde_json::json!(["GeluFusionL1"]), "{bug}");
+    assert_eq!(bug["triage"]["class"], "optimizer", "{bug}");
+}
+
 /// ONNX Runtime 1.32.0 (seed 89, filed as a LayerNormFusionL1 bug): the mean of a layer normalization's output,
 /// cast to int8 and reshaped, is exactly 1.0; the fused kernel gives one ULP below and the Cast truncates it to 0.
 /// The float value the Cast reads is within rounding of the float64 one: precision, not a bug.

@@ -45,6 +45,11 @@ pub enum Feed {
 /// Chosen by the splice's tag, apart from the splice's own random stream.
 pub const EDGE_SHARE: f64 = 0.125;
 
+/// The share of splices whose pattern took a `broadcast` variant ([`vary_broadcast`]) that feed one port an edge
+/// shape: a constant of a higher rank than the rank-0 or all-ones value its reader takes then sets the output's
+/// rank, which fusions that replace the reader drop (GeluFusion's and SimplifiedLayerNormFusion's bugs).
+pub const BROADCAST_EDGE_SHARE: f64 = 0.5;
+
 /// What a splice did, for statistics and tests.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SpliceInfo {

@@ -2,7 +2,6 @@
 //! the edge shapes a port may take and the one port of a splice that gets one, and the pattern's output types
 //! recomputed by catalog inference.
 
-use super::EDGE_SHARE;
 use crate::graph::{Graph, TensorType};
 use crate::ops::Rng;
 use crate::pattern::{Pattern, Port};
@@ -58,17 +57,19 @@ pub(super) fn shape_value(pg: &Graph, port: &Port) -> Option<Vec<i64>> {
     })
 }
 
-/// For [`EDGE_SHARE`] of the tags: (port, source value, its type, the edge type it gets, the rng its bridge
-/// draws from) for one open input of `p` whose edge shape the pattern's ops accept and some preceding value of
-/// its dtype can be bridged to; None for the other tags, or when no port qualifies.
+/// For `share` of the tags ([`super::EDGE_SHARE`], or [`super::BROADCAST_EDGE_SHARE`] for a pattern whose
+/// constant took another shape): (port, source value, its type, the edge type it gets, the rng its bridge draws
+/// from) for one open input of `p` whose edge shape the pattern's ops accept and some preceding value of its dtype
+/// can be bridged to; None for the other tags, or when no port qualifies.
 pub(super) fn edge_port(
     p: &Pattern,
     preceding: &[(String, TensorType)],
     tag: u64,
+    share: f64,
 ) -> Option<(String, String, TensorType, TensorType, Rng)> {
     use rand::SeedableRng as _;
     let mut erng = Rng::seed_from_u64(tag ^ 0xed6e_5ba9_e000_0001);
-    if !erng.random_bool(EDGE_SHARE) {
+    if !erng.random_bool(share) {
         return None;
     }
     let pg = &p.model.graph;

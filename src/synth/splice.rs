@@ -244,7 +244,11 @@ fn feed_ports(
 ) -> Result<Fed, Refused> {
     let pg = &p.model.graph;
     let mut fed = Fed { by_port: HashMap::new(), abstract_types: HashMap::new() };
-    let edge = edge_port(p, preceding, names.tag);
+    let share = match info.variations.contains(&Variation::Broadcast) {
+        true => super::BROADCAST_EDGE_SHARE,
+        false => super::EDGE_SHARE,
+    };
+    let edge = edge_port(p, preceding, names.tag, share);
     let bridge = |nodes: Vec<Node>, consts: Vec<(String, Tensor)>, info: &mut SpliceInfo, edits: &mut Vec<Edit>| {
         info.bridge_ops.extend(nodes.iter().map(|n| n.op.name.clone()));
         edits.extend(nodes.into_iter().map(Edit::Node));

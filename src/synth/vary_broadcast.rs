@@ -214,14 +214,14 @@ mod tests {
         TensorType::new(DType::F32, d)
     }
 
-    /// Add(x f32[2, 3], c) with initializer `c`.
+    /// Add(in f32[2, 3], c) -> out, with initializer `c` (the ports of `tests::pattern`).
     fn add(c: Tensor) -> Pattern {
         let mut p = super::super::tests::pattern(t(&[2, 3]));
         let mut g = Graph::new("p");
-        g.add_input("x", t(&[2, 3]));
+        g.add_input("in", t(&[2, 3]));
         g.add_initializer("c", c);
-        g.add_node(Node::new("add", OpId::onnx("Add"), vec!["x".into(), "c".into()], vec!["y".into()])).unwrap();
-        g.add_output("y", t(&[2, 3]));
+        g.add_node(Node::new("add", OpId::onnx("Add"), vec!["in".into(), "c".into()], vec!["out".into()])).unwrap();
+        g.add_output("out", t(&[2, 3]));
         p.model.graph = g;
         p
     }
@@ -249,10 +249,32 @@ mod tests {
     fn a_constant_read_without_broadcasting_keeps_its_shape() {
         let mut p = add(Tensor::from_f32(&[3], &[1.0, 2.0, 3.0]));
         let g = &mut p.model.graph;
-        let n = Node::new("m", OpId::onnx("MatMul"), vec!["x".into(), "c".into()], vec!["z".into()]);
+        let n = Node::new("m", OpId::onnx("MatMul"), vec!["in".into(), "c".into()], vec!["z".into()]);
         g.add_node(n).unwrap();
         g.add_output("z", t(&[2]));
         assert!(check_graph(g, true).is_ok());
         assert!(shapes(&p).is_empty());
+    }
+
+    /// Half of the splices whose pattern took a broadcast variant feed a port an edge shape (rank 0 or all ones),
+    /// so the varied constant may set the output's rank; the other splices one in eight.
+    #[test]
+    fn a_broadcast_variant_feeds_an_edge_shape_in_half_of_its_splices() {
+        use super::super::{splice_varied, vary::Variation, Feed, BROADCAST_EDGE_SHARE, EDGE_SHARE};
+        let p = add(Tensor::from_f32(&[3], &[1.0, 2.0, 3.0]));
+        let (mut varied, mut other) = ((0, 0), (0, 0));
+        for tag in 0..1600 {
+            let mut rng = Rng::seed_from_u64(tag);
+            let seed = super::super::tests::seed();
+            let Ok((_, info)) = splice_varied(&seed, &p, &mut rng, tag, Some(1), &[Variation::Broadcast]) else {
+                continue;
+            };
+            let count = if info.variations.contains(&Variation::Broadcast) { &mut varied } else { &mut other };
+            *count = (count.0 + 1, count.1 + info.feeds.contains(&Feed::Edge) as usize);
+        }
+        let share = |(n, e): (usize, usize)| e as f64 / n.max(1) as f64;
+        assert!(varied.0 >= 200 && other.0 >= 800, "{varied:?} {other:?}");
+        assert!((share(varied) - BROADCAST_EDGE_SHARE).abs() < 0.1, "{varied:?}");
+        assert!((share(other) - EDGE_SHARE).abs() < 0.05, "{other:?}");
     }
 }
