@@ -59,32 +59,25 @@ enum Form {
     Full,
 }
 
-/// The readers' output ranks and, when every reader's output has one static shape, that shape; None when a reader
-/// of `name` does not broadcast it ([`BROADCASTING`]) or an output's rank is unknown.
+/// The readers' smallest output rank and, when every reader's output has one static shape, that shape; None when
+/// `name` has no reader, a reader does not broadcast it ([`BROADCASTING`]) or an output's rank is unknown.
 fn readers(g: &Graph, name: &str, types: &std::collections::HashMap<String, crate::graph::TensorType>) -> Option<Out> {
-    let consumers = g.consumers(name);
-    if consumers.is_empty() {
-        return None;
-    }
-    let mut out = Out { rank: usize::MAX, shape: None, same: true };
-    for &(id, slot) in &consumers {
+    let mut shapes = Vec::new();
+    for (id, slot) in g.consumers(name) {
         let n = g.node(id);
         let broadcasts = matches!(n.op.domain.as_str(), "" | "ai.onnx")
             && BROADCASTING.iter().any(|(op, slots)| *op == n.op.name && slots.contains(&slot));
         if !broadcasts {
             return None;
         }
-        let shape = types.get(n.outputs.first()?)?.shape.clone()?;
-        out.rank = out.rank.min(shape.len());
-        let fixed: Option<Vec<usize>> =
-            shape.iter().map(|d| if let Dim::Fixed(v) = d { Some(*v as usize) } else { None }).collect();
-        match (&out.shape, fixed) {
-            (None, Some(f)) if out.same => out.shape = Some(f),
-            (Some(s), Some(f)) if *s == f => {}
-            _ => (out.shape, out.same) = (None, false),
-        }
+        shapes.push(types.get(n.outputs.first()?)?.shape.clone()?);
     }
-    Some(out)
+    let rank = shapes.iter().map(Vec::len).min()?;
+    let fixed = |s: &Vec<Dim>| -> Option<Vec<usize>> {
+        s.iter().map(|d| if let Dim::Fixed(v) = d { Some(*v as usize) } else { None }).collect()
+    };
+    let shape = fixed(&shapes[0]).filter(|f| shapes.iter().all(|s| fixed(s).as_ref() == Some(f)));
+    Some(Out { rank, shape })
 }
 
 /// What a constant's readers make of it.
@@ -93,7 +86,6 @@ struct Out {
     rank: usize,
     /// Their one static output shape, when they share one.
     shape: Option<Vec<usize>>,
-    same: bool,
 }
 
 /// The raw elements of `t` (fixed-size types only), one slice per element.
