@@ -22,8 +22,8 @@ TVMScript, the pass it inserts, test-only fault metadata; main's parameters are 
 to that reduction's tool (kind `oatest-relax-tool`, answered by oatest_tvm_reduce as one uint8 output `json`).
 
 Builds are for speed, identically for every configuration of a test: LLVM at -O0 (F16C when the host has it), TIR
-argument assertions, CSE and storage rewriting off, lowered by oatest_tvm_memo's CPU lowering, linked with
-`ld -shared` rather than JIT-compiled.
+argument assertions, CSE and storage rewriting off, lowered by oatest_tvm_memo's CPU lowering, object files written
+without debug information, linked with `ld -shared` rather than JIT-compiled.
 
 The worker loads oatest_tvm_passes, oatest_tvm_feeds, oatest_tvm_vary, oatest_tvm_synth, oatest_tvm_check,
 oatest_tvm_reduce, oatest_tvm_memo and this module, in that order, from the sources compiled into the binary
@@ -119,8 +119,8 @@ _ld_shared.output_format = "so"
 
 
 def _unloadable(path: str):
-    """A shared library as a runtime module that is unloaded once nothing holds it. `tvm.runtime.load_module`
-    keeps every library it loads for the life of the process (tvm_ffi's `keep_module_alive`): five mappings and
+    """A shared library (or an LLVM module file) as a runtime module that is freed once nothing holds it.
+    `tvm.runtime.load_module` keeps every module it loads for the life of the process (tvm_ffi's `keep_module_alive`): five mappings and
     about 120 KiB a build, which made the worker reach its memory budget sooner."""
     try:
         return tvm_ffi.load_module(path, keep_module_alive=False)
@@ -136,7 +136,10 @@ def load(ex):
     fd, path = tempfile.mkstemp(prefix="oatest-tvm-", suffix=".so")
     os.close(fd)
     try:
-        ex.export_library(path, fcompile=_ld_shared)
+        try:
+            _export(ex, path)
+        except Exception:  # noqa: BLE001 - a module this export does not handle: TVM's own
+            ex.export_library(path, fcompile=_ld_shared)
         return _unloadable(path)
     except Exception:  # noqa: BLE001 - whatever failed, the JIT path gives the build its own error
         return ex
@@ -145,6 +148,70 @@ def load(ex):
         # `ld` cannot link): cleanup never raises
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+
+
+def _export(ex, path: str) -> None:
+    """`ex.export_library(path, fcompile=_ld_shared)` for a build whose code is all LLVM modules, each module's
+    object file written without debug information (`_object`); the executable's imports packed into an object
+    file as export_library packs them."""
+    mod = getattr(ex, "mod", ex)
+    with tempfile.TemporaryDirectory(prefix="oatest-tvm-") as work:
+        files, target, system, prefix = [], None, False, ""
+        for i, m in enumerate(mod._collect_dso_modules()):
+            if m.kind != "llvm":
+                raise ValueError(f"a {m.kind} module")
+            files.append(_object(m, os.path.join(work, f"lib{i}")))
+            system = bool(m.get_function("__tvm_is_system_module")())
+            target = m.get_function("_get_target_string")()
+            prefix = m.get_function("__tvm_get_system_lib_prefix")() or ""
+        if mod.imports:
+            if target is None:
+                raise ValueError("imports without an LLVM module")
+            devc = os.path.join(work, f"{prefix}devc.o")
+            tvm.runtime._ffi_api.ModulePackImportsToLLVM(mod, system, target, prefix).write_to_file(devc)
+            files.append(devc)
+        _ld_shared(path, files)
+
+
+# TVM's LLVM code generator always writes debug information (a subprogram per PrimFunc, a declared variable per
+# parameter and let), which made emitting an object file take twice as long. LLVM drops a module's debug
+# information when it reads one whose "Debug Info Version" flag it does not know, so `_object` writes the module
+# as bitcode with that flag renamed and emits the object file from the module read back: 30% less time, the same
+# code (docs/BENCHMARKS.md, "TVM throughput: object files without debug information").
+_DEBUG_FLAG = b"Debug Info Version"
+
+
+def _object(module, stem: str) -> str:
+    """Writes `module`'s object file without debug information to `stem`.o (with it when the flag is not there
+    to rename) and returns its path."""
+    obj = stem + ".o"
+    module.write_to_file(stem + ".bc")
+    with open(stem + ".bc", "rb") as f:
+        code = f.read()
+    if code.count(_DEBUG_FLAG) != 1:
+        module.write_to_file(obj)
+        return obj
+    # TVM reads LLVM modules from files named .ll; LLVM's parser reads bitcode under any name
+    with open(stem + ".ll", "wb") as f:
+        f.write(code.replace(_DEBUG_FLAG, b"Debug Info Vers1on"))
+    with _quiet_stderr():  # LLVM says that it ignores the debug information
+        stripped = _unloadable(stem + ".ll")  # freed with its LLVM context once written (load_module keeps it)
+    stripped.write_to_file(obj)
+    return obj
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Standard error (the file descriptor: native code writes it) sent to /dev/null for the duration."""
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 _FOLD_BUILDS: OrderedDict = OrderedDict()
@@ -346,12 +413,15 @@ def _own_code(error: BaseException, name: str) -> bool:
 
 def _changed(before, after, module_hash) -> bool:
     """Whether a pass changed the module: function by function (a pass keeps the functions it leaves alone, so
-    most are the same objects and need no comparison), the whole module's structural hash where that cannot say
-    (functions added, removed or renamed; other module attributes changed)."""
+    most are the same objects and need no comparison); a function added, removed or renamed is a change (a
+    module's structural equality compares its functions by name); the whole module's structural hash where other
+    module attributes are new objects."""
     old = {gv.name_hint: f for gv, f in before.functions.items()}
     new = {gv.name_hint: f for gv, f in after.functions.items()}
+    if old.keys() != new.keys():
+        return True
     same_attrs = before.attrs is after.attrs or (before.attrs is not None and before.attrs.same_as(after.attrs))
-    if old.keys() != new.keys() or not same_attrs:
+    if not same_attrs:
         return module_hash(before) != module_hash(after)
     return any(not f.same_as(old[k]) and not tvm_ffi.structural_equal(old[k], f, map_free_vars=True)
                for k, f in new.items())

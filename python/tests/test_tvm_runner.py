@@ -325,6 +325,38 @@ def test_builds_are_libraries_unloaded_once_unused_and_constant_folding_builds_a
     assert built and all(b.kind == "library" for b in built)
 
 
+def test_object_files_are_written_without_debug_information_and_compute_the_same(tmp_path, capfd):
+    """`_object` drops the debug information TVM's code generator writes (half of emitting an object file): the
+    object has no DWARF sections, LLVM's warning about the renamed flag never reaches standard error, and the
+    linked build computes what the JIT-compiled one does, bit for bit."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+    from tvm.script import relax as R
+
+    @tvm.script.ir_module
+    class Mixed:
+        @R.function
+        def main(x: R.Tensor((3, 4), "float32"), y: R.Tensor((4,), "float32")) -> R.Tensor((3,), "float32"):
+            a = R.exp(R.multiply(x, y))
+            return R.sum(R.divide(a, R.add(y, R.const(0.5, "float32"))), axis=[1])
+
+    ex = tvm.compile(Mixed, target=T._target())
+    (llvm,) = [m for m in ex.mod._collect_dso_modules() if m.kind == "llvm"]
+    llvm.write_to_file(str(tmp_path / "plain.o"))
+    capfd.readouterr()
+    stripped = T._object(llvm, str(tmp_path / "stripped"))
+    assert capfd.readouterr().err == ""
+    assert b".debug_info" in (tmp_path / "plain.o").read_bytes()
+    assert b".debug_info" not in (tmp_path / "stripped.o").read_bytes()
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((3, 4)).astype("float32"), rng.standard_normal(4).astype("float32")]
+    linked = T.load(ex)
+    assert linked is not ex, "linked with ld"
+    outs = [relax.VirtualMachine(m, tvm.cpu())["main"](*map(tvm.runtime.tensor, args)).numpy() for m in (linked, ex)]
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
 def test_a_memo_keeps_the_entries_used_last():
     """The memos are bounded (a worker outgrowing its memory budget is replaced, memos and all): past its bound
     the entry used longest ago goes, a hit counting as a use."""

@@ -47,8 +47,24 @@ impl Known {
         if both.0.is_empty() {
             return; // a finding of an older campaign, without a key
         }
-        self.by_key.entry(both.0.clone()).or_insert_with(|| entry.clone());
-        self.by_key_passes.entry(both).or_insert_with(|| entry.clone());
+        keep_first(&mut self.by_key, both.0.clone(), entry);
+        keep_first(&mut self.by_key_passes, both, entry);
+    }
+}
+
+/// Keeps the entry of a key's first finding, unless that one is not [`attachable`] and `entry` is: the later
+/// findings of a key whose first went `undecided` (its symptom did not come back) then attach to the entry a
+/// later one made (a campaign's FuseTIR error went through a full triage twice more, 288 runs, for this).
+fn keep_first<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Filed>, key: K, entry: &Filed) {
+    match map.entry(key) {
+        std::collections::hash_map::Entry::Occupied(mut o) => {
+            if !attachable(o.get()) && attachable(entry) {
+                o.insert(entry.clone());
+            }
+        }
+        std::collections::hash_map::Entry::Vacant(v) => {
+            v.insert(entry.clone());
+        }
     }
 }
 
@@ -86,8 +102,8 @@ impl Session {
         for dir in triaged {
             let (Ok(meta), Some(filed)) = (crate::finding::load_meta(&dir), load_filed(&dir)) else { continue };
             if !meta.key.is_empty() {
-                by_key.entry(meta.key.clone()).or_insert_with(|| filed.clone());
-                by_key_passes.entry((meta.key, meta.key_passes)).or_insert_with(|| filed.clone());
+                keep_first(&mut by_key, meta.key.clone(), &filed);
+                keep_first(&mut by_key_passes, (meta.key, meta.key_passes), &filed);
             }
             let e = count(entries.entry(meta.signature).or_default(), &filed);
             // a finding triaged in full describes its entry better than one attached to it
@@ -310,6 +326,26 @@ mod tests {
         for class in [Class::Optimizer, Class::Precision, Class::Reference, Class::Unattributed] {
             assert!(super::attachable(&entry(class)), "{class}");
         }
+    }
+
+    #[test]
+    fn a_key_whose_first_finding_went_undecided_attaches_to_the_entry_a_later_one_made() {
+        use crate::triage::classify::Class;
+        let entry = |sig: &str, class: Class| super::Filed {
+            signature: sig.into(),
+            bug_dir: sig.into(),
+            new_bug: false,
+            triage: crate::triage::Triaged { class, ..Default::default() },
+            more: Vec::new(),
+        };
+        let mut known = super::Known::default();
+        let both = ("key".to_string(), vec!["FuseTIR".to_string()]);
+        known.remember("coarse".into(), both.clone(), &entry("undecided", Class::Undecided));
+        known.remember("coarse".into(), both.clone(), &entry("first", Class::Optimizer));
+        known.remember("coarse".into(), both.clone(), &entry("second", Class::Optimizer));
+        assert_eq!(known.by_key_passes[&both].signature, "first");
+        assert_eq!(known.by_key["key"].signature, "first");
+        assert_eq!(known.entries["coarse"].len(), 3, "every entry of the coarse signature is still a candidate");
     }
 
     fn backlog(keys: &[&str]) -> Backlog {
