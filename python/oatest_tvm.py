@@ -154,7 +154,9 @@ def _export(ex, path: str) -> None:
     """`ex.export_library(path, fcompile=_ld_shared)` for a build whose code is all LLVM modules, each module's
     object file written without debug information (`_object`); the executable's imports packed into an object
     file as export_library packs them."""
-    mod = getattr(ex, "mod", ex)
+    # an executable holds its runtime module; a module's missing attribute is a function lookup (`getattr(ex,
+    # "mod")` on an LLVM module JIT-compiles it to look for "mod")
+    mod = ex if isinstance(ex, tvm_ffi.Module) else ex.mod
     with tempfile.TemporaryDirectory(prefix="oatest-tvm-") as work:
         files, target, system, prefix = [], None, False, ""
         for i, m in enumerate(mod._collect_dso_modules()):
