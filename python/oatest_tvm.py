@@ -120,8 +120,9 @@ _ld_shared.output_format = "so"
 
 def _unloadable(path: str):
     """A shared library (or an LLVM module file) as a runtime module that is freed once nothing holds it.
-    `tvm.runtime.load_module` keeps every module it loads for the life of the process (tvm_ffi's `keep_module_alive`): five mappings and
-    about 120 KiB a build, which made the worker reach its memory budget sooner."""
+    `tvm.runtime.load_module` keeps every module it loads for the life of the process (tvm_ffi's
+    `keep_module_alive`): five mappings and about 120 KiB a build, which made the worker reach its memory budget
+    sooner (and, for `_object`'s modules, an LLVM context of several MB each)."""
     try:
         return tvm_ffi.load_module(path, keep_module_alive=False)
     except (AttributeError, TypeError):  # a tvm_ffi without it (older apache-tvm wheels)
