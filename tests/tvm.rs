@@ -493,6 +493,34 @@ fn an_error_is_blamed_on_the_pass_it_was_raised_in_and_its_enablers_named() {
     assert!(t["detail"].as_str().unwrap().starts_with("[raised in FuseTIR] "), "{bug}");
 }
 
+/// An error raised in a pass cannot show with that pass left out, so a check makes no run without it: only the
+/// report's row of the culprits disabled does (before, every check that held made one, a third of a reduction's
+/// full builds). The enabler's runs stay.
+#[test]
+fn a_check_makes_no_run_without_the_pass_an_error_was_raised_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.onnx");
+    std::fs::write(&file, chain(&["Relu", "Sigmoid", "Neg", "Abs"], Some(("raise:FuseTIR", "FuseOps")))).unwrap();
+    let out = dir.path().join("bug");
+    let o = Command::new(env!("CARGO_BIN_EXE_oatest"))
+        .args(["reduce", file.to_str().unwrap(), "--target", "tvm", "--out", out.to_str().unwrap()])
+        .env("OATEST_TVM_TEST_FAULTS", "1")
+        .env("OATEST_TRACE_RUNS", "1")
+        .output()
+        .expect("oatest runs");
+    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "{stderr}");
+    let runs: Vec<&str> = stderr.lines().filter(|l| l.starts_with("oatest: triage run: ")).collect();
+    let without = |pass: &str| {
+        let item = format!("-{pass}");
+        runs.iter().filter(|l| l.split([':', ';', ',']).any(|i| i.trim() == item)).count()
+    };
+    let bug = json(&out.join("bug.json"));
+    assert!(bug["triage"]["culprits"].to_string().contains("FuseTIR"), "{bug}");
+    assert!(without("FuseOps") >= 2, "the enabler is checked: {runs:#?}");
+    assert!(without("FuseTIR") <= 1, "only the report's run leaves the raising pass out: {runs:#?}");
+}
+
 /// One crash site is one entry: findings of the constant-LHS CombineParallelMatmul error in different models end
 /// in one bugs/ entry blamed on CombineParallelMatmul, the pass it is raised in.
 #[test]

@@ -1,5 +1,6 @@
 """Relax-level reduction's runner side (python/oatest_tvm_reduce.py): a recipe as a module test that computes what
-the recipe computes, and each edit giving a well-formed, re-parsable module (or refused)."""
+the recipe computes, each edit giving a well-formed, re-parsable module (or refused), and an accepted edit's script
+verified to re-parse to the module its runs used."""
 from __future__ import annotations
 
 import json
@@ -65,7 +66,9 @@ def test_every_edit_gives_a_well_formed_module_that_re_parses(edit, fewer):
     assert out["script"] != test["script"]
 
 
-def test_an_edit_parses_its_result_once_and_leaves_the_module_it_edited_as_it_was(monkeypatch):
+def test_an_edit_is_run_unparsed_and_its_script_verified_once_accepted(monkeypatch):
+    monkeypatch.setattr(R, "_PARSED", {})  # nothing kept from other tests' edits
+    monkeypatch.setattr(R, "_UNVERIFIED", set())
     test, _ = module_test()
     edited = R.parsed(test["script"])
     printed = edited.script(show_meta=True)
@@ -73,9 +76,25 @@ def test_an_edit_parses_its_result_once_and_leaves_the_module_it_edited_as_it_wa
     real = tvm.script.from_source
     monkeypatch.setattr(tvm.script, "from_source", lambda text: parses.append(text) or real(text))
     out = tool({"op": "apply", "script": test["script"], "edit": {"op": "drop_output", "index": 0}})
-    assert parses == [out["script"]], "one parse: the result's, to check that it re-parses well formed"
-    assert R.parsed(out["script"]) is R.parsed(out["script"]) and len(parses) == 1, "its checks run that module"
+    assert parses == [], "no parse: the edit's runs use the module the edit made"
+    made = R.parsed(out["script"])
+    assert made is R.parsed(out["script"]) and parses == [], "its checks run that module"
+    assert tool({"op": "verify", "script": out["script"]}) == {"same": True}
+    assert parses == [out["script"]], "one parse, once the edit is accepted"
+    assert R.parsed(out["script"]) is not made, "from then on the script's module is the parsed one"
+    assert tool({"op": "verify", "script": out["script"]}) == {"same": True} and len(parses) == 1
     assert edited.script(show_meta=True) == printed and R.parsed(test["script"]) is edited
+
+
+def test_a_script_that_does_not_re_parse_to_the_module_its_runs_used_is_not_verified(monkeypatch):
+    monkeypatch.setattr(R, "_PARSED", {})  # nothing kept from other tests' edits
+    monkeypatch.setattr(R, "_UNVERIFIED", set())
+    test, _ = module_test()
+    a = tool({"op": "apply", "script": test["script"], "edit": {"op": "drop_output", "index": 0}})["script"]
+    b = tool({"op": "apply", "script": test["script"], "edit": {"op": "keep_output", "index": 0}})["script"]
+    R._PARSED[a] = R._PARSED[b]  # a's runs would have used b's module
+    assert tool({"op": "verify", "script": a}) == {"same": False}
+    assert tool({"op": "verify", "script": b}) == {"same": True}
 
 
 def test_a_fresh_parameter_of_main_is_a_runtime_input_and_an_unused_one_goes():

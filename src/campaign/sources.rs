@@ -10,7 +10,12 @@ use crate::synth::source::{DirSource, Mix, RelaxSynthSource, SeedgenSource, Synt
 /// Relax synthesis: the library's patterns a campaign can target (`RelaxPattern::target`: an optional pass of
 /// the TVM pipeline firing with its default arguments, or a pass the runner inserts, with the test's recorded
 /// arguments), checked in TVM workers spliced into a probe seed (`synth::relax_usable::check_library`).
-fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow::Result<RelaxSynthSource> {
+fn relax_source(
+    s: &Settings,
+    dir: &std::path::Path,
+    cfg: SeedConfig,
+    stop: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<RelaxSynthSource> {
     use crate::pattern::relax::load_relax_library;
     use crate::synth::relax_usable::{check_library, Usability as Verdict};
     let t0 = std::time::Instant::now();
@@ -30,7 +35,7 @@ fn relax_source(s: &Settings, dir: &std::path::Path, cfg: SeedConfig) -> anyhow:
     let n_candidates = candidates.len();
     let passes: std::collections::BTreeSet<String> = candidates.iter().map(|p| p.pass.clone()).collect();
     let probe = crate::seedgen::generate(0, 0, &cfg);
-    let (checked, from_cache) = check_library(&pool, candidates, &probe)?;
+    let (checked, from_cache) = check_library(&pool, candidates, &probe, stop)?;
     let mut rejected: std::collections::BTreeMap<&str, usize> = Default::default();
     let (mut usable, mut shrunk) = (Vec::new(), 0);
     let mut fails_at_all: std::collections::BTreeMap<String, usize> = Default::default();
@@ -222,7 +227,8 @@ fn tvm_avoid() -> Vec<(String, Option<crate::graph::DType>)> {
 /// Share of an ORT campaign's generated seeds that hold a control-flow node.
 pub const CONTROL_FLOW_SHARE: f64 = 0.125;
 
-pub fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
+/// The campaign's test source; `stop` (SIGINT/SIGTERM) ends a TVM pattern check early, with an error.
+pub fn sources(s: &Settings, stop: &std::sync::atomic::AtomicBool) -> anyhow::Result<Box<dyn TestSource>> {
     // ORT campaigns also draw ONNX Runtime's contrib ops (other targets cannot run them) and put an If, Loop or
     // Scan with generated bodies into one seed in eight (ORT's transformers recurse into subgraphs)
     let contrib = s.target.is(TargetKind::Ort);
@@ -232,7 +238,7 @@ pub fn sources(s: &Settings) -> anyhow::Result<Box<dyn TestSource>> {
         cfg.avoid = tvm_avoid();
     }
     let gen: Box<dyn TestSource> = match (s.mode, &s.patterns) {
-        (Mode::Synth, Some(dir)) if s.target.is(TargetKind::Tvm) => Box::new(relax_source(s, dir, cfg.clone())?),
+        (Mode::Synth, Some(dir)) if s.target.is(TargetKind::Tvm) => Box::new(relax_source(s, dir, cfg.clone(), stop)?),
         // ort-transformers: the whole models ORT's optimizer tests optimize, with fresh inputs per test, and the
         // patterns cut from them spliced into seeds, alternating with generated seeds
         (Mode::Synth, Some(dir)) if s.target.is(TargetKind::OrtTransformers) => ortx_source(s, dir, cfg.clone())?,

@@ -190,8 +190,9 @@ fn round(a: &BenchArgs, kind: &TargetKind, configs: &[Config], jobs: usize) -> a
         vary: Vec::new(),
     };
     anyhow::ensure!(a.mode != "synth" || settings.patterns.is_some(), "--mode synth: no patterns/{}", kind.name());
-    let source = std::sync::Arc::new(Recording { inner: campaign::sources(&settings)?, made: Mutex::new(Vec::new()) });
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let inner = campaign::sources(&settings, &stop)?;
+    let source = std::sync::Arc::new(Recording { inner, made: Mutex::new(Vec::new()) });
     let summary = campaign::run(settings, None, Box::new(ArcSource(source.clone())), stop)?;
     let mut tests = std::mem::take(&mut *source.made.lock().unwrap_or_else(|e| e.into_inner()));
     tests.sort_by_key(|t| t.id);

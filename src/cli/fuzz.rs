@@ -270,7 +270,14 @@ pub fn run(a: FuzzArgs) -> anyhow::Result<()> {
         settings.budget,
         settings.out.display()
     );
-    let src = campaign::sources(&settings)?;
+    let src = match campaign::sources(&settings, &stop) {
+        // stopped before the campaign began (during TVM's pattern check): nothing to resume, checks kept
+        Err(e) if stop.load(std::sync::atomic::Ordering::Relaxed) => {
+            eprintln!("oatest fuzz: {e:#}; no campaign was started");
+            return Ok(());
+        }
+        r => r?,
+    };
     let summary = campaign::run(settings, resume, src, stop)?;
     print_summary(&summary);
     Ok(())

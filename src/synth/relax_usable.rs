@@ -140,11 +140,13 @@ impl Cache {
 /// must fire, and it must build there (a pattern that fails at `all` on its own is [`Usability::FailsAtAll`]: every
 /// test of it would be the same failure, which the campaign lists once instead).
 /// Returns every pattern with its verdict (usable ones carry their module JSON) and how many verdicts came
-/// from the cache (see [`cache_file`]); reports progress while it checks.
+/// from the cache (see [`cache_file`]); reports progress while it checks. Once `stop` is set, no further pattern
+/// is checked: the verdicts so far are cached and the call fails.
 pub fn check_library(
     pool: &crate::compiler::worker::Pool,
     patterns: Vec<RelaxPattern>,
     probe: &crate::graph::Model,
+    stop: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<(Vec<(RelaxPattern, Usability)>, usize)> {
     use crate::compiler::{Config, Level};
     let probe_bytes = crate::graph::onnx::encode_model(probe);
@@ -166,18 +168,27 @@ pub fn check_library(
     let progress = std::sync::Mutex::new((crate::util::Steps::new("Relax patterns checked", todo.len() as u64), 0));
     let (reference, all) = (Config::level(Level::Disable), Config::level(Level::All));
     let fresh = pool.map(todo, |w, mut p| {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         let key = crate::util::stable_hash(&p.script);
         let c = check_one(w, &mut p, &probe_bytes, &inputs, &reference, &all);
         let (steps, usable) = &mut *progress.lock().unwrap();
         *usable += (c.verdict == Usability::Usable) as usize;
         steps.inc(&format!("({usable} usable; verdicts are cached)"));
         cache.lock().unwrap().insert(key, c.clone());
-        (p, c.verdict)
+        Some((p, c.verdict))
     });
     progress.into_inner().unwrap().0.finish();
     let mut cache = cache.into_inner().unwrap();
     cache.save();
-    let mut out = fresh;
+    let left = fresh.iter().filter(|r| r.is_none()).count();
+    anyhow::ensure!(
+        left == 0,
+        "stopped during the pattern check ({} verdicts kept for the next run, {left} patterns not checked)",
+        fresh.len() - left
+    );
+    let mut out: Vec<_> = fresh.into_iter().flatten().collect();
     for mut p in known {
         let c = &cache.map[&crate::util::stable_hash(&p.script)];
         p.ir_json = c.ir_json.clone();

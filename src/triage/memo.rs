@@ -22,7 +22,12 @@ impl Reproducer<'_> {
             // the run writes its optimized graph (a dangling value's search): not answered from the memo
             return self.worker.run(model, feeds, &saving);
         }
+        let start = std::time::Instant::now();
         let o = self.worker.run(model, feeds, config);
+        if std::env::var_os(TRACE_RUNS).is_some() {
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            eprintln!("oatest: triage run: {ms:.1} ms, {config}, {}, {} bytes", o.status.kind(), model.len());
+        }
         self.memo.put(model, feeds, config, &o);
         o
     }
@@ -33,6 +38,10 @@ impl Reproducer<'_> {
         self.memo.clear();
     }
 }
+
+/// Set (to anything), every run a triage makes is written to standard error: its time, configuration, how it ended
+/// and the size of what it ran (where a finding's triage spends its time).
+pub const TRACE_RUNS: &str = "OATEST_TRACE_RUNS";
 
 /// Outcomes kept per finding, at most.
 const MAX_ENTRIES: usize = 4096;

@@ -257,8 +257,19 @@ pub fn minimize(r: &mut Reproducer, case: &Case, culprits: &[String], limits: Li
         let summary: Summary = serde_json::from_value(answer.get("summary")?.clone()).ok()?;
         Some((answer.get("script")?.as_str()?.to_string(), summary))
     };
-    let mut accept = |c: &RelaxCase| check(&mut cell.borrow_mut(), c, culprits).is_some();
+    // an edit's runs use the module the tool made, not its script parsed again (parsing is most of an edit's
+    // cost): an accepted edit's script must re-parse to that very module
+    let mut accept = |c: &RelaxCase| {
+        let r = &mut *cell.borrow_mut();
+        check(r, c, culprits).is_some() && verified(r, &c.test.script)
+    };
     Some(reduce(start, &mut edit, &mut accept, limits))
+}
+
+/// Whether an edit's `script` re-parses, well formed, to the module the tool made for it (the tool's `verify`).
+fn verified(r: &mut Reproducer, script: &str) -> bool {
+    let answer = tool(r, serde_json::json!({"kind": TOOL_KIND, "op": "verify", "script": script}));
+    answer.and_then(|a| a.get("same")?.as_bool()).unwrap_or(false)
 }
 
 /// The class note's addition for a finding [`seed_error`] made the seed's.
