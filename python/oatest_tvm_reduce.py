@@ -42,8 +42,9 @@ def parsed(script: str) -> tvm.IRModule:
 
 def _keep(script: str, mod: tvm.IRModule) -> tvm.IRModule:
     if len(_PARSED) >= 16:
-        _UNVERIFIED.discard(next(iter(_PARSED)))
-        _PARSED.pop(next(iter(_PARSED)))
+        oldest = next(iter(_PARSED))
+        del _PARSED[oldest]
+        _UNVERIFIED.discard(oldest)
     _PARSED[script] = mod
     return mod
 

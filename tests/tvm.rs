@@ -14,11 +14,14 @@ fn chain(ops: &[&str], fault: Option<(&str, &str)>) -> Vec<u8> {
 }
 
 fn oatest_faulty(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_oatest"))
-        .args(args)
-        .env("OATEST_TVM_TEST_FAULTS", "1")
-        .output()
-        .expect("oatest runs")
+    faulty(args).output().expect("oatest runs")
+}
+
+/// oatest with the runner's test-only faults on.
+fn faulty(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_oatest"));
+    c.args(args).env("OATEST_TVM_TEST_FAULTS", "1");
+    c
 }
 
 fn run_json(model: &std::path::Path) -> Vec<serde_json::Value> {
@@ -502,9 +505,7 @@ fn a_check_makes_no_run_without_the_pass_an_error_was_raised_in() {
     let file = dir.path().join("m.onnx");
     std::fs::write(&file, chain(&["Relu", "Sigmoid", "Neg", "Abs"], Some(("raise:FuseTIR", "FuseOps")))).unwrap();
     let out = dir.path().join("bug");
-    let o = Command::new(env!("CARGO_BIN_EXE_oatest"))
-        .args(["reduce", file.to_str().unwrap(), "--target", "tvm", "--out", out.to_str().unwrap()])
-        .env("OATEST_TVM_TEST_FAULTS", "1")
+    let o = faulty(&["reduce", file.to_str().unwrap(), "--target", "tvm", "--out", out.to_str().unwrap()])
         .env("OATEST_TRACE_RUNS", "1")
         .output()
         .expect("oatest runs");
