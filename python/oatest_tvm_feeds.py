@@ -2,10 +2,11 @@
 per parameter of the entry. Patterns from TVM's tests take more than statically shaped tensors: tensors of
 symbolic or unknown shape, tuples of values, shapes (R.Shape) and scalars (R.Prim). `param_feeds` turns each
 parameter into a concrete feed, `Tensor(dtype, dims)` (fed from a seed value: reuse, bridge or zeros), `AnyTensor`
-(a tensor of unknown shape or rank: fed like a static tensor with every dim 3, rank 2 if unknown), `TupleOf`, `ShapeOf` or `PrimOf` (built in the
-splice: R.tuple, R.shape, R.prim_value); symbolic dims take the values a pass argument binds them to (BindSymbolicVars'
-`binding_map`), else 3, 4, 5, ... in order of first appearance. `specialized` gives the entry the feeds' types,
-so a pattern written for unknown shapes is compiled at the static ones it is called with.
+(a tensor of unknown shape or rank: fed like a static tensor with every dim 3, rank 2 if unknown), `TupleOf`,
+`ShapeOf` or `PrimOf` (built in the splice: R.tuple, R.shape, R.prim_value); symbolic dims take the values a pass
+argument binds them to (BindSymbolicVars' `binding_map`), else 3, 4, 5, ... in order of first appearance. `specialized` gives the entry the feeds' types,
+so a pattern written for unknown shapes is compiled at the static ones it is called with; `in_range` brings the
+indices the entry passes straight to a fast `R.take`, `R.gather_elements` or `R.scatter_elements` into range.
 """
 from __future__ import annotations
 
@@ -151,6 +152,57 @@ def build(bb, feed, tensor):
     if isinstance(feed, PrimOf):
         return relax.prim_value(tvm.tirx.const(feed.value, feed.dtype))
     raise TypeError(f"unknown feed {feed!r}")
+
+
+# ops whose indices (their second argument) read or write outside the first when out of range: take (in mode
+# "fast"), gather_elements and scatter_elements
+_INDEXING = tuple(tvm.ir.Op.get(f"relax.{name}") for name in ("take", "gather_elements", "scatter_elements"))
+
+
+def _extent(ty, axis) -> int | None:
+    """The static number of elements `take` along `axis` (None: the flattened tensor) indexes in a tensor of type
+    `ty`; None when it is not known."""
+    dims = [getattr(d, "value", None) for d in getattr(getattr(ty, "shape", None), "values", None) or []]
+    if not dims or any(not isinstance(d, int) for d in dims):
+        return None
+    if axis is None:
+        n = 1
+        for d in dims:
+            n *= d
+        return n
+    axis = int(axis)
+    return dims[axis] if -len(dims) <= axis < len(dims) else None
+
+
+def in_range(bb, func, args: list, fixed: list) -> list:
+    """`args` (what the entry `func` is called with) with each index tensor it passes straight to a fast `R.take`,
+    `R.gather_elements` or `R.scatter_elements` brought into range: `floor_mod(i, n)` for the n elements indexed
+    (the fewest, when it indexes more than one tensor). Such an op reads or writes outside its tensor at an index
+    out of range: a seed's values fed to a fast take gave nondeterministic results, and segfaults at the reference.
+    `fixed`: arguments left alone (a constant the test's pass binds the parameter to)."""
+    params = list(func.params)
+    extents: dict = {}
+    for block in getattr(func.body, "blocks", []):
+        for b in block.bindings:
+            call = getattr(b, "value", None)
+            if not isinstance(call, relax.Call) or not any(call.op.same_as(op) for op in _INDEXING):
+                continue
+            if str(getattr(call.attrs, "mode", "fast")) != "fast":
+                continue
+            data, indices = call.args[0], call.args[1]
+            j = next((j for j, p in enumerate(params) if p.same_as(indices)), None)
+            if j is None or fixed[j]:
+                continue
+            k = next((k for k, p in enumerate(params) if p.same_as(data)), None)
+            n = _extent(args[k].ty if k is not None else data.ty, call.attrs.axis)
+            if n:
+                extents[j] = min(n, extents.get(j, n))
+    out = list(args)
+    for j, n in extents.items():
+        dtype = _dtype(out[j].ty)
+        if dtype is not None and dtype.startswith(("int", "uint")):
+            out[j] = bb.emit(relax.op.floor_mod(out[j], relax.const(n, dtype)))
+    return out
 
 
 @relax.expr_functor.mutator

@@ -309,8 +309,9 @@ def expose_inner(func, rng):
 def _splice(bb, func, ptypes, avail, rng, exposed=False):
     """Adds the pattern's entry `func` as PATTERN_NAME and calls it with one argument per parameter: reuse,
     bridge, zeros, the constant the parameter is bound to, or a tuple, shape or scalar built here (the entry then
-    typed by its arguments, oatest_tvm_feeds.specialized); returns its first tensor result, and (`exposed`: the
-    entry returns an inner value last, [`expose_inner`]) that value, else None."""
+    typed by its arguments, oatest_tvm_feeds.specialized; indices in range, oatest_tvm_feeds.in_range);
+    returns its first tensor result, and (`exposed`: the entry returns an inner value last, [`expose_inner`]) that
+    value, else None."""
 
     def tensor(dtype, dims):
         same = [v for v in avail if _static(v.ty) == (dtype, dims)]
@@ -325,6 +326,7 @@ def _splice(bb, func, ptypes, avail, rng, exposed=False):
         return bb.emit(relax.op.zeros(dims, dtype))
 
     args = [t.value if isinstance(t, _Bound) else oatest_tvm_feeds.build(bb, t, tensor) for t in ptypes]
+    args = oatest_tvm_feeds.in_range(bb, func, args, [isinstance(t, _Bound) for t in ptypes])
     if not oatest_tvm_feeds.is_plain([t for t in ptypes if not isinstance(t, _Bound)]):
         func = oatest_tvm_feeds.specialized(func, args)
     pgv = bb.add_func(func, PATTERN_NAME)
@@ -561,11 +563,16 @@ def _renamed_binding(bb, b, renamed: dict):
 
 
 def extra_output_names(mod: tvm.IRModule, n_graph_outputs: int) -> list[str]:
-    """Names of main's outputs beyond the seed graph's: one per tensor its extra results flatten to."""
-    ret = mod["main"].ret_ty
-    fields = list(ret.fields) if type(ret).__name__ == "TupleType" else [ret]
-    n = sum(_tensor_leaves(t) or 0 for t in fields[n_graph_outputs:])
+    """Names of main's outputs beyond the seed graph's: one per value its results flatten to (as the runner
+    flattens them: tuples into their fields) beyond the graph's outputs. A seed's main returns its outputs as one
+    tuple variable when it has several, the extra results after it: counted by fields, the extra results of most
+    tests went unnamed, and so uncompared."""
+    n = _leaf_count(mod["main"].ret_ty) - n_graph_outputs
     return [EXTRA_OUTPUT] if n == 1 else [f"{EXTRA_OUTPUT}_{i}" for i in range(n)]
+
+
+def _leaf_count(ty) -> int:
+    return sum(_leaf_count(f) for f in ty.fields) if type(ty).__name__ == "TupleType" else 1
 
 
 _IMPORTED: dict = {}

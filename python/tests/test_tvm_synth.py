@@ -402,3 +402,65 @@ def test_a_module_with_local_functions_runs_lambda_lift_at_every_level_the_refer
     assert "LambdaLift" in ref["fired"] and "LambdaLift" in opt["fired"]
     for (_, _, _, a), (_, _, _, b) in zip(ref["outputs"], opt["outputs"]):
         np.testing.assert_allclose(np.frombuffer(a, "float32"), np.frombuffer(b, "float32"), rtol=1e-5)
+
+
+TAKE = """
+# from tvm.script import ir as I
+# from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    @R.function
+    def main(w: R.Tensor((5, 3), dtype="float32"), i: R.Tensor((4,), dtype="int64")) -> R.Tensor((4, 3), dtype="float32"):
+        with R.dataflow():
+            y = R.take(w, i, axis=0, mode=MODE)
+            R.output(y)
+        return y
+"""
+
+
+@pytest.mark.parametrize("mode", ["fast", "clip"])
+def test_a_fast_takes_indices_from_the_seed_are_brought_into_range(mode):
+    """A seed's int64 values fed to a fast take index outside its tensor (nondeterministic results, segfaults at
+    the reference); the splice takes them modulo the extent. A take that clips its indices is fed them as they are."""
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["w"], ["r"]), helper.make_node("Cast", ["i"], ["k"], to=TensorProto.FLOAT)],
+        "seed",
+        [helper.make_tensor_value_info("w", TensorProto.FLOAT, [5, 3]),
+         helper.make_tensor_value_info("i", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, [5, 3]),
+         helper.make_tensor_value_info("k", TensorProto.FLOAT, [4])],
+    )
+    seed = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=9).SerializeToString()
+    pattern = TAKE.replace("MODE", f'"{mode}"')
+    mod = S.synthesize(seed, pattern, 1)
+    assert ("floor_mod" in mod["main"].script()) == (mode == "fast")
+    w = np.arange(15, dtype="float32").reshape(5, 3)
+    i = np.array([7, -1, 123456789, 2], dtype="int64")
+    wire = [("w", TensorProto.FLOAT, [5, 3], w.tobytes()), ("i", TensorProto.INT64, [4], i.tobytes())]
+    recipe = json.dumps({"seed_onnx": seed.hex(), "pattern": pattern, "rng": 1}).encode()
+    expected = w[np.mod(i, 5)] if mode == "fast" else w[np.clip(i, 0, 4)]
+    for level in ("disable", "all"):
+        out = T.run(recipe, wire, level, [])
+        assert out["status"] == "ok", out["message"]
+        assert [o[0] for o in out["outputs"]] == ["r", "k", S.EXTRA_OUTPUT]
+        got = out["outputs"][2][3]
+        np.testing.assert_array_equal(np.frombuffer(got, "float32").reshape(4, 3), expected)
+
+
+def test_the_patterns_result_is_an_output_of_a_seed_with_several_outputs_too():
+    """from_onnx returns several outputs as one tuple variable; the pattern's result after it was left unnamed,
+    so never compared."""
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["y"])],
+        "seed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 5])],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, [4, 5]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])],
+    )
+    seed = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=9).SerializeToString()
+    recipe = json.dumps({"seed_onnx": seed.hex(), "pattern": PATTERN, "rng": 3}).encode()
+    x = np.linspace(-1, 1, 20, dtype="float32").reshape(4, 5)
+    out = T.run(recipe, [("x", TensorProto.FLOAT, [4, 5], x.tobytes())], "disable", [])
+    assert out["status"] == "ok", out["message"]
+    assert [(o[0], o[2]) for o in out["outputs"]] == [("r", [4, 5]), ("y", [4, 5]), (S.EXTRA_OUTPUT, [2, 3])]
