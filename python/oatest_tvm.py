@@ -632,6 +632,9 @@ def run(model_bytes: bytes, inputs: list, level: str, disabled: list[str], threa
         outs = _call_main(vm, args, extra[0] if extra is not None and extra[0] in names else None)
         if fault == "wrong":
             outs = [o + 1 if o.dtype.kind == "f" else o for o in outs]
+        if len(outs) != len(out_names):
+            # never compared silently in part: a pattern's result once went unnamed, so unseen
+            raise RuntimeError(f"main returned {len(outs)} values for {len(out_names)} outputs: {', '.join(out_names)}")
         result["outputs"] = [_from_numpy(n, a) for n, a in zip(out_names, outs)]
     except Exception as e:  # noqa: BLE001
         if rec.stopped:

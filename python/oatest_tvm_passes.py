@@ -168,8 +168,10 @@ def make_pass(name: str, args: dict | None = None):
     built = ctor(**{k: _decode(v) for k, v in {**(args or {}), **OVERRIDES.get(name, {})}.items()})
     if name == "MergeCompositeFunctions":
         return _built_on_cpu(built)
-    if name == "BindParams" and isinstance((args or {}).get("func_name"), str):
-        return _with_call_sites(built, args["func_name"], set(bound_params(name, args)))
+    params = _decode((args or {}).get("params"))
+    if name == "BindParams" and isinstance((args or {}).get("func_name"), str) and isinstance(params, dict):
+        kwargs = {k: _decode(v) for k, v in {**(args or {}), **OVERRIDES.get(name, {})}.items()}
+        return _with_call_sites(lambda bound: ctor(**{**kwargs, "params": bound}), args["func_name"], params)
     return built
 
 
@@ -196,8 +198,46 @@ def symbol_values(name: str, args: dict | None) -> dict:
     return {k: v for k, v in m.items() if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)}
 
 
-def _with_call_sites(inner, func_name: str, names: set):
-    """BindParams on a function that is called (a spliced pattern's entry, unlike the `main` of its test): the
+@relax.expr_functor.visitor
+class _CallArgs(relax.PyExprVisitor):
+    """The arguments of every call of one function."""
+
+    def __init__(self, gv):
+        super().__init__()
+        self.gv, self.calls = gv, []
+
+    def visit_call_(self, call):
+        if isinstance(call.op, tvm.ir.GlobalVar) and call.op.same_as(self.gv):
+            self.calls.append(list(call.args))
+        super().visit_call_(call)
+
+
+def _fed_their_constants(mod, gv, params: dict) -> dict:
+    """Of `params` (BindParams' by name), those that every call of `gv` passes that very constant. Synthesis feeds
+    a bound parameter its constant only when the two have one type (a shrunk pattern's parameters do not take its
+    test's); binding another one changed the function (a campaign filed 10 findings of other output shapes)."""
+    visitor = _CallArgs(gv)
+    for g in mod.get_global_vars():
+        if isinstance(mod[g], relax.Function):
+            visitor.visit_expr(mod[g])
+    index = {p.name: i for i, p in enumerate(mod[gv].params)}
+
+    def fed(name, value):
+        if name not in index or not visitor.calls or not isinstance(value, np.ndarray):
+            return False
+        args = [c[index[name]] for c in visitor.calls if index[name] < len(c)]
+        # a constant's array: `value` (apache-tvm 0.27's GenericConst), `data` (relax.Constant before)
+        arrays = [getattr(a, "value", None) or getattr(a, "data", None) for a in args
+                  if type(a).__name__ in ("Constant", "GenericConst")]
+        return len(arrays) == len(visitor.calls) and all(
+            hasattr(x, "numpy") and x.numpy().dtype == value.dtype and np.array_equal(x.numpy(), value) for x in arrays)
+
+    return {k: v for k, v in params.items() if fed(k, v)}
+
+
+def _with_call_sites(make, func_name: str, params: dict):
+    """BindParams on a function that is called (a spliced pattern's entry, unlike the `main` of its test), binding
+    the `params` every call passes as constants (`_fed_their_constants`; `make(params)` builds the pass): the
     pass drops the bound parameters from the function, so the calls drop the arguments at their positions. The
     wrapper carries the pass's name; the instrumentation counts it as that pass (the inner call is nested)."""
 
@@ -215,10 +255,11 @@ def _with_call_sites(inner, func_name: str, names: set):
 
     def transform(mod, _ctx):
         if func_name not in {g.name_hint for g in mod.get_global_vars()}:
-            return inner(mod)
+            return make(params)(mod)
         gv = mod.get_global_var(func_name)
-        drop = {i for i, p in enumerate(mod[gv].params) if p.name in names}
-        new = inner(mod)
+        bound = _fed_their_constants(mod, gv, params)
+        drop = {i for i, p in enumerate(mod[gv].params) if p.name in bound}
+        new = make(bound)(mod)
         if not drop or len(new[gv].params) == len(mod[gv].params):
             return new
         # the bound function under a fresh GlobalVar, whose type has the fewer parameters

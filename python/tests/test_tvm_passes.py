@@ -111,3 +111,30 @@ def test_a_merge_composite_functions_pattern_runs_through_its_own_pass():
         assert off["status"] == "ok", off["message"]
         assert "MergeCompositeFunctions" not in off["ran"]
         _same(ref, off)
+
+
+def test_bind_params_binds_only_the_parameters_fed_their_constants():
+    """Synthesis feeds a bound parameter its constant only when the two have one type; a shrunk pattern's
+    parameters do not take its test's constants, and binding them anyway changed the pattern's output shapes
+    (a campaign filed 10 such findings). Unshrunk, the pass binds and computes what the reference does."""
+    import oatest_tvm_check as C
+
+    fired = shrunk = 0
+    for d in _library("BindParams", with_args=True)[:8]:
+        ref = _run(d, "disable")
+        if ref["status"] != "ok":
+            continue  # the campaign's check leaves such patterns out
+        opt = _run(d, "all")
+        assert opt["status"] == "ok", opt["message"]
+        fired += "BindParams" in opt["fired"]
+        assert [o[2] for o in opt["outputs"]] == [o[2] for o in ref["outputs"]]
+        small = C.shrink(d["script"])
+        if small is None:
+            continue
+        d = {**d, "script": small}
+        ref, opt = _run(d, "disable"), _run(d, "all")
+        if ref["status"] == "ok":
+            assert opt["status"] == "ok", opt["message"]
+            assert [o[2] for o in opt["outputs"]] == [o[2] for o in ref["outputs"]], "a shrunk parameter was bound"
+            shrunk += 1
+    assert fired > 0 and shrunk > 0, (fired, shrunk)

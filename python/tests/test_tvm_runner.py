@@ -396,3 +396,28 @@ def test_a_run_told_to_stop_after_a_pass_stops_there_once_it_ran_without_an_erro
     assert (stopped["status"], stopped["message"]) == ("error", T.STOPPED.format(first))
     assert stopped["ran"][-1] == first and not stopped["outputs"]
     assert len(stopped["ran"]) < len(full["ran"])
+
+
+def test_a_run_whose_main_returns_more_values_than_the_test_names_is_an_error(monkeypatch):
+    """Outputs are never compared in part: a pattern's result once went unnamed, so unseen."""
+    import json
+
+    import numpy as np
+    import oatest_tvm_reduce as R
+    import tvm
+    from tvm.script import relax as RS
+
+    @tvm.script.ir_module
+    class Two:
+        @RS.function
+        def main(x: RS.Tensor((4,), "float32")) -> RS.Tuple(RS.Tensor((4,), "float32"), RS.Tensor((4,), "float32")):
+            return (RS.exp(x), RS.abs(x))
+
+    test = json.dumps({"kind": R.MODULE_KIND, "script": R.script_of(Two), "pass": None, "fault": {}}).encode()
+    wire = [T._from_numpy("x", np.zeros(4, "float32"))]
+    assert [o[0] for o in T.run(test, wire, "disable", [])["outputs"]] == ["out_0", "out_1"]
+    named = T._import_test
+    monkeypatch.setattr(T, "_LAST_TEST", [None, None])
+    monkeypatch.setattr(T, "_import_test", lambda *a: (*named(*a)[:3], ["out_0"]))
+    out = T.run(test, wire, "disable", [])
+    assert out["status"] == "error" and "main returned 2 values for 1 outputs: out_0" in out["message"]
