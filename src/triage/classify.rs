@@ -10,6 +10,9 @@ use crate::oracle::{Hints, Oracle};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// How the class note of an inconsistency no semantic reference could judge starts.
+pub const NO_REFERENCE: &str = "no semantic reference";
+
 /// What a triaged finding is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -155,7 +158,7 @@ pub fn classify(
 ) -> Classified {
     let semantic = match semantic {
         Ok(s) => s,
-        Err(why) => return Classified { class: Class::Undecided, note: format!("no semantic reference: {why}") },
+        Err(why) => return Classified { class: Class::Undecided, note: format!("{NO_REFERENCE}: {why}") },
     };
     // differences only at elements whose expected value is not finite (or where neither run is)
     if let Some((u, o)) = finite_parts(&unoptimized.outputs, &optimized.outputs, &semantic.outputs) {

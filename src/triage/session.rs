@@ -144,7 +144,8 @@ impl Session {
                 candidates.retain(|(_, e)| e.bug_dir != entry.bug_dir);
                 candidates.insert(0, (usize::MAX, entry));
             }
-            candidates.retain(|(_, e)| attachable(e));
+            let unreferenced = dir.join(crate::case::RECIPE_FILE).is_file();
+            candidates.retain(|(_, e)| attachable_to(e, unreferenced));
             (sure, candidates)
         };
         if let Some(entry) = sure {
@@ -296,6 +297,17 @@ fn attachable(entry: &Filed) -> bool {
     entry.triage.class != super::classify::Class::Undecided
 }
 
+/// [`attachable`] for a finding that no semantic reference can judge (`unreferenced`: a Relax-level test): such
+/// a finding is `undecided` whatever bug it holds, so it may also go to an entry undecided for that same reason
+/// whose culprits the cheap check then shows alone cause and cure its symptom. A full triage would only make one
+/// more undecided entry (a campaign triaged 5 ConvertLayout inconsistencies in full, 1,114 runs, for one).
+fn attachable_to(entry: &Filed, unreferenced: bool) -> bool {
+    attachable(entry)
+        || (unreferenced
+            && !entry.triage.culprits.is_empty()
+            && entry.triage.class_note.starts_with(super::classify::NO_REFERENCE))
+}
+
 /// How many entries of its coarse signature a finding is checked against before it is triaged in full.
 const MAX_TRIES: usize = 16;
 
@@ -326,6 +338,30 @@ mod tests {
         for class in [Class::Optimizer, Class::Precision, Class::Reference, Class::Unattributed] {
             assert!(super::attachable(&entry(class)), "{class}");
         }
+    }
+
+    #[test]
+    fn a_finding_no_reference_can_judge_attaches_to_an_entry_undecided_for_that_reason_alone() {
+        use crate::triage::classify::{Class, NO_REFERENCE};
+        let entry = |note: &str, culprits: &[&str]| super::Filed {
+            signature: "s".into(),
+            bug_dir: "b".into(),
+            new_bug: false,
+            triage: crate::triage::Triaged {
+                class: Class::Undecided,
+                class_note: note.into(),
+                culprits: culprits.iter().map(|c| c.to_string()).collect(),
+                ..Default::default()
+            },
+            more: Vec::new(),
+        };
+        let unjudged = entry(&format!("{NO_REFERENCE}: a Relax-level test (a recipe) has no ONNX model"), &["FuseOps"]);
+        assert!(super::attachable_to(&unjudged, true));
+        assert!(!super::attachable_to(&unjudged, false), "an ONNX model's finding may be decided: triaged in full");
+        let flaky = entry("the symptom did not come back when re-checked", &["FuseOps"]);
+        assert!(!super::attachable_to(&flaky, true));
+        let blameless = entry(&format!("{NO_REFERENCE}: a Relax-level test (a recipe) has no ONNX model"), &[]);
+        assert!(!super::attachable_to(&blameless, true), "no culprits: the cheap check has nothing to show");
     }
 
     #[test]
