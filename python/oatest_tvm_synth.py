@@ -122,14 +122,18 @@ def _parsed(script: str, ir_json: str | None = None) -> tvm.IRModule:
 
 
 def pattern_usable(pattern_script: str) -> None:
-    """Raises unless the pattern can be spliced: it parses and its entry takes values a splice can build
-    (oatest_tvm_feeds: tensors, tuples, shapes, scalars)."""
+    """Raises unless the pattern can be spliced: it parses, its entry takes values a splice can build
+    (oatest_tvm_feeds: tensors, tuples, shapes, scalars) and is pure, and none of its PrimFuncs is a stub."""
     pat = _parsed(pattern_script)
     entry = pat[_entry(pat)]
     if oatest_tvm_feeds.param_feeds(entry) is None:
         raise ValueError("the pattern's entry takes a parameter a splice cannot build (an object, a callable)")
     if not entry.is_pure:
         raise ValueError("the pattern's entry is impure: it cannot be called from a dataflow block")
+    # structural tests' PrimFuncs written as `T.evaluate(0)` compute nothing: the buffers they should fill hold
+    # whatever memory held, and the pattern's result differed from run to run
+    if any(isinstance(f, tvm.tirx.PrimFunc) and type(f.body).__name__ == "Evaluate" for f in pat.functions.values()):
+        raise ValueError("the pattern calls a PrimFunc that computes nothing (`T.evaluate(0)`)")
 
 
 def synthesize(

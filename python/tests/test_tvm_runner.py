@@ -421,3 +421,14 @@ def test_a_run_whose_main_returns_more_values_than_the_test_names_is_an_error(mo
     monkeypatch.setattr(T, "_import_test", lambda *a: (*named(*a)[:3], ["out_0"]))
     out = T.run(test, wire, "disable", [])
     assert out["status"] == "error" and "main returned 2 values for 1 outputs: out_0" in out["message"]
+
+
+def test_a_pattern_too_large_is_not_shrunk_when_it_has_primfuncs():
+    """Shrinking rewrites the dims of annotations; a PrimFunc's loops and allocations would disagree with them."""
+    script = (
+        '@T.prim_func\ndef f(A: T.Buffer((T.int64(64), T.int64(1024)), "float32")):\n    T.evaluate(0)\n'
+        'x: R.Tensor((64, 1024), dtype="float32")'
+    )
+    assert C.max_elems(script) > C.MAX_ELEMS
+    with pytest.raises(ValueError, match="PrimFuncs cannot be shrunk"):
+        C.check_pattern({"pattern": script, "seed_onnx": "", "rng": 0})

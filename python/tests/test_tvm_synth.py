@@ -464,3 +464,29 @@ def test_the_patterns_result_is_an_output_of_a_seed_with_several_outputs_too():
     out = T.run(recipe, [("x", TensorProto.FLOAT, [4, 5], x.tobytes())], "disable", [])
     assert out["status"] == "ok", out["message"]
     assert [(o[0], o[2]) for o in out["outputs"]] == [("r", [4, 5]), ("y", [4, 5]), (S.EXTRA_OUTPUT, [2, 3])]
+
+
+def test_a_pattern_whose_primfuncs_compute_nothing_is_not_usable():
+    """Structural tests' PrimFuncs written as `T.evaluate(0)` leave their output buffers as memory held them."""
+    stub = """
+# from tvm.script import ir as I
+# from tvm.script import tirx as T
+# from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    @T.prim_func(s_tir=True)
+    def exp(rxplaceholder: T.handle, compute: T.handle):
+        T.evaluate(0)
+
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32")) -> R.Tensor((2, 3), dtype="float32"):
+        cls = Module
+        with R.dataflow():
+            y = R.call_tir(cls.exp, (x,), out_ty=R.Tensor((2, 3), dtype="float32"))
+            R.output(y)
+        return y
+"""
+    with pytest.raises(ValueError, match="computes nothing"):
+        S.pattern_usable(stub)
+    S.pattern_usable(PATTERN)
