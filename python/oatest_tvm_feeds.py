@@ -1,12 +1,13 @@
-"""What a spliced pattern's entry is called with, for oatest's `tvm` target (used by oatest_tvm_synth): one feed
-per parameter of the entry. Patterns from TVM's tests take more than statically shaped tensors: tensors of
-symbolic or unknown shape, tuples of values, shapes (R.Shape) and scalars (R.Prim). `param_feeds` turns each
-parameter into a concrete feed, `Tensor(dtype, dims)` (fed from a seed value: reuse, bridge or zeros), `AnyTensor`
-(a tensor of unknown shape or rank: fed like a static tensor with every dim 3, rank 2 if unknown), `TupleOf`,
-`ShapeOf` or `PrimOf` (built in the splice: R.tuple, R.shape, R.prim_value); symbolic dims take the values a pass
-argument binds them to (BindSymbolicVars' `binding_map`), else 3, 4, 5, ... in order of first appearance. `specialized` gives the entry the feeds' types,
-so a pattern written for unknown shapes is compiled at the static ones it is called with; `in_range` brings the
-indices the entry passes straight to a fast `R.take`, `R.gather_elements` or `R.scatter_elements` into range.
+"""What a spliced pattern's entry is called with, for oatest's `tvm` target (used by oatest_tvm_synth): one feed per
+parameter of the entry. Patterns from TVM's tests take more than statically shaped tensors: tensors of symbolic or
+unknown shape, tuples of values, shapes (R.Shape) and scalars (R.Prim). `param_feeds` turns each parameter into a
+concrete feed, `Tensor(dtype, dims)` (fed from a seed value: reuse, bridge or zeros), `AnyTensor` (a tensor of
+unknown shape or rank: fed like a static tensor with every dim 3, rank 2 if unknown), `TupleOf`, `ShapeOf` or
+`PrimOf` (built in the splice: R.tuple, R.shape, R.prim_value); symbolic dims take the values a pass argument binds
+them to (BindSymbolicVars' `binding_map`), else 3, 4, 5, ... in order of first appearance. `specialized` gives the
+entry the feeds' types, so a pattern written for unknown shapes is compiled at the static ones it is called with;
+`in_range` brings the indices the entry passes straight to a fast `R.take`, `R.gather_elements` or
+`R.scatter_elements` into range.
 """
 from __future__ import annotations
 

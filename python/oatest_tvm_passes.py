@@ -168,10 +168,11 @@ def make_pass(name: str, args: dict | None = None):
     built = ctor(**{k: _decode(v) for k, v in {**(args or {}), **OVERRIDES.get(name, {})}.items()})
     if name == "MergeCompositeFunctions":
         return _built_on_cpu(built)
-    params = _decode((args or {}).get("params"))
-    if name == "BindParams" and isinstance((args or {}).get("func_name"), str) and isinstance(params, dict):
+    if name == "BindParams" and isinstance((args or {}).get("func_name"), str):
         kwargs = {k: _decode(v) for k, v in {**(args or {}), **OVERRIDES.get(name, {})}.items()}
-        return _with_call_sites(lambda bound: ctor(**{**kwargs, "params": bound}), args["func_name"], params)
+        if isinstance(kwargs.get("params"), dict):
+            make = lambda bound: ctor(**{**kwargs, "params": bound})  # noqa: E731
+            return _with_call_sites(make, args["func_name"], kwargs["params"])
     return built
 
 
@@ -227,7 +228,7 @@ def _fed_their_constants(mod, gv, params: dict) -> dict:
             return False
         args = [c[index[name]] for c in visitor.calls if index[name] < len(c)]
         # a constant's array: `value` (apache-tvm 0.27's GenericConst), `data` (relax.Constant before)
-        arrays = [getattr(a, "value", None) or getattr(a, "data", None) for a in args
+        arrays = [a.value if hasattr(a, "value") else getattr(a, "data", None) for a in args
                   if type(a).__name__ in ("Constant", "GenericConst")]
         return len(arrays) == len(visitor.calls) and all(
             hasattr(x, "numpy") and x.numpy().dtype == value.dtype and np.array_equal(x.numpy(), value) for x in arrays)
