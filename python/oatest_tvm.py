@@ -55,7 +55,7 @@ import oatest_tvm_passes
 import oatest_tvm_reduce
 import oatest_tvm_synth
 from oatest_tvm_check import check_pattern
-from oatest_tvm_synth import _imported
+from oatest_tvm_synth import _imported, leaf_count
 
 # the pipeline is data (python/oatest_tvm_pipeline.json), shared with `oatest patterns stats`
 LEVELS = oatest_tvm_passes.LEVELS
@@ -511,17 +511,13 @@ def _test(model_bytes: bytes, recipe: dict | None) -> tuple:
 def _import_test(model_bytes: bytes, recipe: dict | None) -> tuple:
     if recipe is not None and recipe.get("kind") == oatest_tvm_reduce.MODULE_KIND:
         mod = oatest_tvm_reduce.parsed(recipe["script"])
-        n = len(_leaves(mod["main"].ret_ty))
+        n = leaf_count(mod["main"].ret_ty)
         return recipe.get("fault") or {}, mod, [p.name for p in mod["main"].params], [f"out_{i}" for i in range(n)]
     model, mod, extra_outputs = _imported(model_bytes, recipe)
     meta = {p.key: p.value for p in model.metadata_props}
     inits = {t.name for t in model.graph.initializer}
     inputs = [i.name for i in model.graph.input if i.name not in inits]
     return meta, mod, inputs, [o.name for o in model.graph.output] + extra_outputs
-
-
-def _leaves(ty) -> list:
-    return [x for f in ty.fields for x in _leaves(f)] if type(ty).__name__ == "TupleType" else [ty]
 
 
 def _flatten(out):

@@ -11,6 +11,8 @@ entry the feeds' types, so a pattern written for unknown shapes is compiled at t
 """
 from __future__ import annotations
 
+import math
+
 import tvm
 from tvm import relax
 try:  # apache-tvm 0.27 moved the arithmetic analyzer to tvm.sym; older ones (--also-tvm) have it in tvm.arith
@@ -167,10 +169,7 @@ def _extent(ty, axis) -> int | None:
     if not dims or any(not isinstance(d, int) for d in dims):
         return None
     if axis is None:
-        n = 1
-        for d in dims:
-            n *= d
-        return n
+        return math.prod(dims)
     axis = int(axis)
     return dims[axis] if -len(dims) <= axis < len(dims) else None
 

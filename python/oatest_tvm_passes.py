@@ -165,15 +165,12 @@ def _decode(v):
 def make_pass(name: str, args: dict | None = None):
     """Pass `name` built with its recorded arguments (None or {}: its defaults) and oatest's OVERRIDES."""
     ctor = constructor(name)
-    built = ctor(**{k: _decode(v) for k, v in {**(args or {}), **OVERRIDES.get(name, {})}.items()})
-    if name == "MergeCompositeFunctions":
-        return _built_on_cpu(built)
-    if name == "BindParams" and isinstance((args or {}).get("func_name"), str):
-        kwargs = {k: _decode(v) for k, v in {**(args or {}), **OVERRIDES.get(name, {})}.items()}
-        if isinstance(kwargs.get("params"), dict):
-            make = lambda bound: ctor(**{**kwargs, "params": bound})  # noqa: E731
-            return _with_call_sites(make, args["func_name"], kwargs["params"])
-    return built
+    kwargs = {k: _decode(v) for k, v in {**(args or {}), **OVERRIDES.get(name, {})}.items()}
+    if name == "BindParams" and isinstance(kwargs.get("func_name"), str) and isinstance(kwargs.get("params"), dict):
+        make = lambda bound: ctor(**{**kwargs, "params": bound})  # noqa: E731
+        return _with_call_sites(make, kwargs["func_name"], kwargs["params"])
+    built = ctor(**kwargs)
+    return _built_on_cpu(built) if name == "MergeCompositeFunctions" else built
 
 
 def bound_params(name: str, args: dict | None) -> dict:

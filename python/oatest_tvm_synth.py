@@ -571,12 +571,13 @@ def extra_output_names(mod: tvm.IRModule, n_graph_outputs: int) -> list[str]:
     flattens them: tuples into their fields) beyond the graph's outputs. A seed's main returns its outputs as one
     tuple variable when it has several, the extra results after it: counted by fields, the extra results of most
     tests went unnamed, and so uncompared."""
-    n = _leaf_count(mod["main"].ret_ty) - n_graph_outputs
+    n = leaf_count(mod["main"].ret_ty) - n_graph_outputs
     return [EXTRA_OUTPUT] if n == 1 else [f"{EXTRA_OUTPUT}_{i}" for i in range(n)]
 
 
-def _leaf_count(ty) -> int:
-    return sum(_leaf_count(f) for f in ty.fields) if type(ty).__name__ == "TupleType" else 1
+def leaf_count(ty) -> int:
+    """How many values a value of type `ty` flattens to (tuples into their fields), as the runner flattens main's."""
+    return sum(leaf_count(f) for f in ty.fields) if type(ty).__name__ == "TupleType" else 1
 
 
 _IMPORTED: dict = {}
